@@ -1,0 +1,132 @@
+"""The ``mcp-breaker`` console script."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import enum
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from processor import __version__, logs
+from processor.config import ServiceConfig, env_var_name, load_config
+from processor.errors import ConfigError
+from processor.server import serve
+
+DESCRIPTION = """\
+mcp-breaker: an OpenTelemetry hop that reads MCP tool calls in flight.
+
+It receives OTLP traces (gRPC on 4317, HTTP on 4318), analyses the MCP spans and forwards
+every span to the next hop. Settings come from, lowest precedence first: built-in
+defaults, a YAML file (--config), MCP_BREAKER_* environment variables, and --set flags.
+Run 'mcp-breaker print-config' to see every key and its value.
+"""
+
+
+def _add_config_flags(parser: argparse.ArgumentParser, *, file_required: bool = False) -> None:
+    if file_required:
+        parser.add_argument("config", metavar="FILE", help="YAML configuration file to check")
+    else:
+        parser.add_argument("--config", metavar="FILE", help="YAML configuration file")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override one key, e.g. --set forward.endpoint=collector:4317 (repeatable)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcp-breaker",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"mcp-breaker {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve_parser = commands.add_parser(
+        "serve",
+        help="run the processor",
+        description="Receive OTLP traces, analyse MCP spans, forward every span. "
+        "Stops on SIGTERM or SIGINT after draining its queue.",
+    )
+    _add_config_flags(serve_parser)
+    serve_parser.add_argument(
+        "--forward-endpoint",
+        metavar="HOST:PORT",
+        help="next OTLP hop (same as --set forward.endpoint=...); empty: analyse and release",
+    )
+    serve_parser.add_argument(
+        "--log-level", choices=["debug", "info", "warning", "error"], help="log verbosity"
+    )
+
+    check = commands.add_parser(
+        "check-config",
+        help="validate a configuration file without starting",
+        description="Validate FILE (with the environment and --set applied) and exit: "
+        "0 when valid, 1 with one line per problem otherwise.",
+    )
+    _add_config_flags(check, file_required=True)
+
+    show = commands.add_parser(
+        "print-config",
+        help="print the effective configuration as YAML",
+        description="Print every key with its effective value and its environment variable.",
+    )
+    _add_config_flags(show)
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    overrides = list(args.overrides)
+    if getattr(args, "forward_endpoint", None) is not None:
+        overrides.append(f"forward.endpoint={args.forward_endpoint}")
+    if getattr(args, "log_level", None) is not None:
+        overrides.append(f"log.level={args.log_level}")
+    return overrides
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def _print_config(config: ServiceConfig) -> None:
+    print("# Effective configuration. Each key can also be set by an environment variable,")
+    print(f"# e.g. forward.endpoint by {env_var_name(('forward', 'endpoint'))}.")
+    print(yaml.safe_dump(_plain(config), sort_keys=False), end="")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config(path=args.config, environ=os.environ, overrides=_overrides(args))
+    except ConfigError as error:
+        where = f" in {args.config}" if args.config else ""
+        print(f"mcp-breaker: invalid configuration{where}:", file=sys.stderr)
+        for problem in error.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 1
+    if args.command == "check-config":
+        print(f"{args.config}: valid")
+        return 0
+    if args.command == "print-config":
+        _print_config(config)
+        return 0
+    logs.configure(config.log.level)
+    return asyncio.run(serve(config))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""The configuration model: one frozen, keyword-only dataclass per component.
+
+Every default is a named constant with its unit in the name, and this module is the one
+place they are written down (``docs/configuration.md`` is checked against it by a test).
+``validate()`` returns one line per problem, naming the key and the bad value; the loader
+collects them all so a person fixes a file in one pass. Nothing is clamped silently.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+# --- receivers ----------------------------------------------------------------------------
+DEFAULT_GRPC_ENDPOINT = "0.0.0.0:4317"
+DEFAULT_HTTP_ENDPOINT = "0.0.0.0:4318"
+# OTLP: a gRPC server MUST enforce a receive limit; 4 MiB is what clients cap requests at.
+DEFAULT_GRPC_MAX_RECV_MSG_BYTES = 4 * 1024 * 1024
+# OTLP/HTTP: the Collector's confighttp default, measured after decompression.
+DEFAULT_HTTP_MAX_BODY_BYTES = 20 * 1024 * 1024
+
+# --- forwarder ----------------------------------------------------------------------------
+DEFAULT_FORWARD_ENDPOINT = ""  # empty: no next hop, spans are analysed and released
+DEFAULT_FORWARD_TIMEOUT_S = 5.0  # per attempt, as the Collector's exporterhelper
+DEFAULT_QUEUE_MAX_SPANS = 100_000
+DEFAULT_QUEUE_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_QUEUE_CONSUMERS = 10
+# What a sender is told to wait when the queue is full (RetryInfo / Retry-After).
+DEFAULT_BACKPRESSURE_RETRY_AFTER_S = 2.0
+DEFAULT_RETRY_INITIAL_INTERVAL_S = 5.0
+DEFAULT_RETRY_MAX_INTERVAL_S = 30.0
+DEFAULT_RETRY_MULTIPLIER = 1.5
+DEFAULT_RETRY_RANDOMIZATION = 0.5  # each delay is drawn from [d*(1-r), d*(1+r)]
+DEFAULT_RETRY_MAX_ELAPSED_S = 300.0  # 0 means retry until shutdown
+DEFAULT_SHUTDOWN_GRACE_S = 10.0
+
+# --- self-telemetry and logs --------------------------------------------------------------
+DEFAULT_METRICS_ENDPOINT = "0.0.0.0:9464"
+DEFAULT_READY_PROBE_TIMEOUT_S = 1.0
+DEFAULT_LOG_LEVEL = "info"
+
+
+class ForwardProtocol(enum.StrEnum):
+    GRPC = "grpc"
+    HTTP = "http"
+
+
+class Compression(enum.StrEnum):
+    NONE = "none"
+    GZIP = "gzip"
+
+
+class LogLevel(enum.StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+def endpoint_problem(key: str, value: str, *, allow_empty: bool = False) -> str | None:
+    """Why ``value`` is not a ``host:port`` endpoint, or None when it is."""
+    if not value:
+        return None if allow_empty else f"{key}: must be host:port, got an empty value"
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        return f"{key}: must be host:port with a port from 0 to 65535, got {value!r}"
+    return None
+
+
+def split_endpoint(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrpcReceiverConfig:
+    """OTLP/gRPC ``TraceService/Export``."""
+
+    enabled: bool = True
+    endpoint: str = DEFAULT_GRPC_ENDPOINT
+    # Over it the request is refused with RESOURCE_EXHAUSTED (checked after gzip too).
+    max_recv_msg_bytes: int = DEFAULT_GRPC_MAX_RECV_MSG_BYTES
+
+    def validate(self, prefix: str) -> list[str]:
+        problems = [endpoint_problem(f"{prefix}.endpoint", self.endpoint)]
+        if self.max_recv_msg_bytes <= 0:
+            problems.append(
+                f"{prefix}.max_recv_msg_bytes: must be positive, got {self.max_recv_msg_bytes}"
+            )
+        return [p for p in problems if p]
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpReceiverConfig:
+    """OTLP/HTTP ``POST /v1/traces`` in protobuf and JSON."""
+
+    enabled: bool = True
+    endpoint: str = DEFAULT_HTTP_ENDPOINT
+    # Over it the request gets 413; applies to the body after decompression.
+    max_body_bytes: int = DEFAULT_HTTP_MAX_BODY_BYTES
+
+    def validate(self, prefix: str) -> list[str]:
+        problems = [endpoint_problem(f"{prefix}.endpoint", self.endpoint)]
+        if self.max_body_bytes <= 0:
+            problems.append(f"{prefix}.max_body_bytes: must be positive, got {self.max_body_bytes}")
+        return [p for p in problems if p]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReceiversConfig:
+    grpc: GrpcReceiverConfig = field(default_factory=GrpcReceiverConfig)
+    http: HttpReceiverConfig = field(default_factory=HttpReceiverConfig)
+
+    def validate(self, prefix: str) -> list[str]:
+        problems = self.grpc.validate(f"{prefix}.grpc") + self.http.validate(f"{prefix}.http")
+        if not self.grpc.enabled and not self.http.enabled:
+            problems.append(f"{prefix}: at least one of grpc and http must be enabled")
+        return problems
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueConfig:
+    """The bounded queue in front of the next hop. Full means the sender is told to retry."""
+
+    max_spans: int = DEFAULT_QUEUE_MAX_SPANS
+    max_bytes: int = DEFAULT_QUEUE_MAX_BYTES
+    consumers: int = DEFAULT_QUEUE_CONSUMERS
+    backpressure_retry_after_s: float = DEFAULT_BACKPRESSURE_RETRY_AFTER_S
+
+    def validate(self, prefix: str) -> list[str]:
+        problems = []
+        for key in ("max_spans", "max_bytes", "consumers"):
+            value = getattr(self, key)
+            if value <= 0:
+                problems.append(f"{prefix}.{key}: must be positive, got {value}")
+        if self.backpressure_retry_after_s <= 0:
+            problems.append(
+                f"{prefix}.backpressure_retry_after_s: must be positive, "
+                f"got {self.backpressure_retry_after_s}"
+            )
+        return problems
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryConfig:
+    """Exponential backoff with jitter on OTLP's retryable codes; server RetryInfo wins."""
+
+    enabled: bool = True
+    initial_interval_s: float = DEFAULT_RETRY_INITIAL_INTERVAL_S
+    max_interval_s: float = DEFAULT_RETRY_MAX_INTERVAL_S
+    multiplier: float = DEFAULT_RETRY_MULTIPLIER
+    randomization: float = DEFAULT_RETRY_RANDOMIZATION
+    # When zero, a batch is retried until it is delivered or the service shuts down.
+    max_elapsed_s: float = DEFAULT_RETRY_MAX_ELAPSED_S
+
+    def validate(self, prefix: str) -> list[str]:
+        problems = []
+        if self.initial_interval_s <= 0:
+            problems.append(
+                f"{prefix}.initial_interval_s: must be positive, got {self.initial_interval_s}"
+            )
+        if self.max_interval_s < self.initial_interval_s:
+            problems.append(
+                f"{prefix}.max_interval_s: must be at least initial_interval_s "
+                f"({self.initial_interval_s}), got {self.max_interval_s}"
+            )
+        if self.multiplier < 1:
+            problems.append(f"{prefix}.multiplier: must be at least 1, got {self.multiplier}")
+        if not 0 <= self.randomization < 1:
+            problems.append(
+                f"{prefix}.randomization: must be in [0, 1), got {self.randomization}"
+            )
+        if self.max_elapsed_s < 0:
+            problems.append(
+                f"{prefix}.max_elapsed_s: must be zero (forever) or positive, "
+                f"got {self.max_elapsed_s}"
+            )
+        return problems
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForwardConfig:
+    """The next OTLP hop (a Collector, Tempo, Jaeger...)."""
+
+    # host:port for gRPC; a base URL (http://host:4318) for HTTP. Empty: no next hop.
+    endpoint: str = DEFAULT_FORWARD_ENDPOINT
+    protocol: ForwardProtocol = ForwardProtocol.GRPC
+    # gzip costs about 5 us per span here; on loopback or a LAN, none is cheaper.
+    compression: Compression = Compression.NONE
+    # gRPC only: false turns on TLS (with ca_file, or the system roots).
+    insecure: bool = True
+    ca_file: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = DEFAULT_FORWARD_TIMEOUT_S
+    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
+    queue: QueueConfig = field(default_factory=QueueConfig)
+    retry: RetryConfig = field(default_factory=RetryConfig)
+
+    def validate(self, prefix: str) -> list[str]:
+        problems: list[str | None] = []
+        if self.protocol is ForwardProtocol.GRPC:
+            problems.append(endpoint_problem(f"{prefix}.endpoint", self.endpoint, allow_empty=True))
+        elif self.endpoint and not self.endpoint.startswith(("http://", "https://")):
+            problems.append(
+                f"{prefix}.endpoint: must be an http:// or https:// URL for protocol http, "
+                f"got {self.endpoint!r}"
+            )
+        if self.timeout_s <= 0:
+            problems.append(f"{prefix}.timeout_s: must be positive, got {self.timeout_s}")
+        if self.shutdown_grace_s < 0:
+            problems.append(
+                f"{prefix}.shutdown_grace_s: must not be negative, got {self.shutdown_grace_s}"
+            )
+        problems += self.queue.validate(f"{prefix}.queue") + self.retry.validate(f"{prefix}.retry")
+        return [p for p in problems if p]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TelemetryConfig:
+    """Self-telemetry: Prometheus /metrics, /healthz and /readyz on one port."""
+
+    enabled: bool = True
+    metrics_endpoint: str = DEFAULT_METRICS_ENDPOINT
+    ready_probe_timeout_s: float = DEFAULT_READY_PROBE_TIMEOUT_S
+
+    def validate(self, prefix: str) -> list[str]:
+        problems = [endpoint_problem(f"{prefix}.metrics_endpoint", self.metrics_endpoint)]
+        if self.ready_probe_timeout_s <= 0:
+            problems.append(
+                f"{prefix}.ready_probe_timeout_s: must be positive, "
+                f"got {self.ready_probe_timeout_s}"
+            )
+        return [p for p in problems if p]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogConfig:
+    level: LogLevel = LogLevel.INFO
+
+    def validate(self, prefix: str) -> list[str]:
+        return []
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceConfig:
+    """Everything ``mcp-breaker serve`` reads. Empty input gives exactly these defaults."""
+
+    receivers: ReceiversConfig = field(default_factory=ReceiversConfig)
+    forward: ForwardConfig = field(default_factory=ForwardConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    def validate(self) -> list[str]:
+        return (
+            self.receivers.validate("receivers")
+            + self.forward.validate("forward")
+            + self.telemetry.validate("telemetry")
+            + self.log.validate("log")
+        )

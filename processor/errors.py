@@ -1,0 +1,41 @@
+"""Every exception the service raises on purpose lives here.
+
+Expected outcomes (a full queue, a retryable send, a rejected span) are enums and
+return values, not exceptions. What is left is misuse and bad input::
+
+    BreakerError
+     ├── ConfigError          start-up configuration is invalid (lists every problem)
+ ├── StartupError         a listener cannot bind, a file cannot be read
+     └── InvalidRequest       an OTLP request cannot be decoded (client's fault)
+          └── RequestTooLarge over a size limit, before or after decompression
+"""
+
+from __future__ import annotations
+
+
+class BreakerError(Exception):
+    """Base of the exceptions raised by mcp-breaker."""
+
+
+class ConfigError(BreakerError):
+    """The configuration is invalid; ``problems`` holds one line per bad key."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class InvalidRequest(BreakerError):
+    """An export request that cannot be decoded; the message is safe to return to the sender."""
+
+
+class RequestTooLarge(InvalidRequest):
+    """An export request over the configured size limit."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        super().__init__(f"request exceeds the {limit_bytes}-byte limit")
+
+
+class StartupError(BreakerError):
+    """The service could not start (a port in use, a bad certificate file)."""

@@ -1,0 +1,1 @@
+"""Delivery to the next hop: a bounded queue, a retry policy as data, and the senders."""

@@ -1,0 +1,231 @@
+"""The bounded queue in front of the next hop, and the consumers that empty it.
+
+Admission is decided synchronously, before the receiver answers its sender: a batch is
+either taken whole (and then delivered, or counted and logged as failed) or refused, so
+the sender retries. Nothing is dropped silently. The bound covers every span the forwarder
+holds, queued or in flight, in spans and in bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from processor.config import ForwardConfig
+from processor.forward.retry import SendOutcome, next_delay_s
+from processor.forward.senders import Sender
+from processor.stage import Prepared
+from processor.telemetry.metrics import SelfMetrics
+
+log = logging.getLogger(__name__)
+
+
+class Admission(enum.Enum):
+    ACCEPTED = "accepted"
+    QUEUE_FULL = "queue_full"
+    STOPPING = "stopping"
+
+
+class FailureReason(enum.StrEnum):
+    """Why spans the forwarder accepted were not delivered; a metric label."""
+
+    PERMANENT = "permanent"  # the next hop said the data is bad
+    RETRIES_EXHAUSTED = "retries_exhausted"  # retry.max_elapsed_s ran out
+    REJECTED_BY_NEXT_HOP = "rejected_by_next_hop"  # partial success downstream
+    SHUTDOWN = "shutdown"  # still held when the shutdown grace period ended
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    spans: int
+    bytes: int
+    batches: int
+    in_flight: int
+    capacity_spans: int
+    capacity_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class DrainReport:
+    delivered_spans: int
+    undelivered_spans: int
+    undelivered_batches: int
+
+
+class Downstream(Protocol):
+    """Where the intake hands prepared requests."""
+
+    retry_after_s: float
+
+    def offer(self, batch: Prepared) -> Admission: ...
+
+
+class Release:
+    """No next hop: spans are analysed by the stage, then released."""
+
+    retry_after_s = 0.0
+
+    def __init__(self, metrics: SelfMetrics) -> None:
+        self._metrics = metrics
+
+    def offer(self, batch: Prepared) -> Admission:
+        self._metrics.released_spans.inc(batch.span_count)
+        return Admission.ACCEPTED
+
+
+Sleep = Callable[[float], Awaitable[object]]
+
+
+class Forwarder:
+    def __init__(
+        self,
+        config: ForwardConfig,
+        sender: Sender,
+        metrics: SelfMetrics,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = config
+        self._sender = sender
+        self._metrics = metrics
+        self._sleep = sleep
+        self._jitter = jitter
+        self._clock = clock
+        self.retry_after_s = config.queue.backpressure_retry_after_s
+        self._queue: asyncio.Queue[Prepared] = asyncio.Queue()
+        self._held_spans = 0
+        self._held_bytes = 0
+        self._held_batches = 0
+        self._in_flight = 0
+        self._delivered_spans = 0
+        self._stopping = False
+        self._consumers: list[asyncio.Task[None]] = []
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def target(self) -> str:
+        return self._sender.target
+
+    def start(self) -> None:
+        self._consumers = [
+            asyncio.create_task(self._consume(), name=f"forward-consumer-{i}")
+            for i in range(self._config.queue.consumers)
+        ]
+
+    def stats(self) -> QueueStats:
+        queue = self._config.queue
+        return QueueStats(
+            spans=self._held_spans,
+            bytes=self._held_bytes,
+            batches=self._held_batches,
+            in_flight=self._in_flight,
+            capacity_spans=queue.max_spans,
+            capacity_bytes=queue.max_bytes,
+        )
+
+    def offer(self, batch: Prepared) -> Admission:
+        if self._stopping:
+            return Admission.STOPPING
+        queue = self._config.queue
+        over_spans = self._held_spans + batch.span_count > queue.max_spans
+        over_bytes = self._held_bytes + len(batch.payload) > queue.max_bytes
+        # An empty queue takes any one batch, or a request bigger than the bound would be
+        # refused for ever; the receivers' size limits still bound it.
+        if (over_spans or over_bytes) and self._held_batches:
+            return Admission.QUEUE_FULL
+        self._held_spans += batch.span_count
+        self._held_bytes += len(batch.payload)
+        self._held_batches += 1
+        self._idle.clear()
+        self._queue.put_nowait(batch)
+        return Admission.ACCEPTED
+
+    async def reachable(self, timeout_s: float) -> bool:
+        return await self._sender.reachable(timeout_s)
+
+    async def _consume(self) -> None:
+        while True:
+            batch = await self._queue.get()
+            self._in_flight += 1
+            try:
+                await self._deliver(batch)
+            finally:
+                self._in_flight -= 1
+                self._release(batch)
+
+    def _release(self, batch: Prepared) -> None:
+        self._held_spans -= batch.span_count
+        self._held_bytes -= len(batch.payload)
+        self._held_batches -= 1
+        if not self._held_batches:
+            self._idle.set()
+
+    async def _deliver(self, batch: Prepared) -> None:
+        started = self._clock()
+        attempt = 0
+        while True:
+            result = await self._sender.send(batch.payload, self._config.timeout_s)
+            if result.outcome is SendOutcome.DELIVERED:
+                self._count_delivered(batch, result.rejected_spans, result.detail)
+                return
+            delay = next_delay_s(
+                self._config.retry, result, attempt, self._clock() - started, self._jitter()
+            )
+            if delay is None:
+                reason = (
+                    FailureReason.PERMANENT
+                    if result.outcome is SendOutcome.PERMANENT
+                    else FailureReason.RETRIES_EXHAUSTED
+                )
+                self._metrics.send_failed_spans.labels(reason).inc(batch.span_count)
+                log.error(
+                    "dropped %d spans bound for %s after %d attempt(s): %s (%s)",
+                    batch.span_count, self.target, attempt + 1, reason.value, result.detail,
+                )
+                return
+            self._metrics.send_retries.inc()
+            log.warning(
+                "next hop %s: %s; retrying %d spans in %.1fs",
+                self.target, result.detail, batch.span_count, delay,
+            )
+            attempt += 1
+            await self._sleep(delay)
+
+    def _count_delivered(self, batch: Prepared, rejected: int, detail: str) -> None:
+        taken = batch.span_count - min(rejected, batch.span_count)
+        self._delivered_spans += taken
+        self._metrics.sent_spans.inc(taken)
+        if rejected:
+            self._metrics.send_failed_spans.labels(FailureReason.REJECTED_BY_NEXT_HOP).inc(
+                rejected
+            )
+            log.warning("next hop %s rejected %d of %d spans: %s",
+                        self.target, rejected, batch.span_count, detail)
+
+    async def drain(self, grace_s: float) -> DrainReport:
+        """Refuse new batches, deliver what is held within ``grace_s``, report the rest."""
+        self._stopping = True
+        try:
+            await asyncio.wait_for(self._idle.wait(), grace_s)
+        except TimeoutError:
+            pass
+        # Counted before cancelling: a cancelled consumer releases its batch on the way out.
+        undelivered_spans, undelivered_batches = self._held_spans, self._held_batches
+        for task in self._consumers:
+            task.cancel()
+        await asyncio.gather(*self._consumers, return_exceptions=True)
+        while not self._queue.empty():
+            self._release(self._queue.get_nowait())
+        if undelivered_spans:
+            self._metrics.send_failed_spans.labels(FailureReason.SHUTDOWN).inc(undelivered_spans)
+        await self._sender.close()
+        return DrainReport(self._delivered_spans, undelivered_spans, undelivered_batches)

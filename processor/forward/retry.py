@@ -1,0 +1,77 @@
+"""The retry policy, as data and pure functions (no clock, no sleeping, no I/O).
+
+OTLP says which failures a client may retry; the sender translates each transport's
+answer into a SendResult and this module decides what happens next.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import grpc
+
+from processor.config import RetryConfig
+
+# OTLP: the gRPC codes a client retries. RESOURCE_EXHAUSTED only when RetryInfo came with it.
+RETRYABLE_GRPC_CODES = frozenset(
+    {
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.OUT_OF_RANGE,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
+# OTLP/HTTP: the statuses a client retries, honouring Retry-After.
+RETRYABLE_HTTP_STATUSES = frozenset({429, 502, 503, 504})
+
+
+class SendOutcome(enum.Enum):
+    DELIVERED = "delivered"
+    RETRYABLE = "retryable"
+    PERMANENT = "permanent"
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    outcome: SendOutcome
+    # The next hop's own wish (gRPC RetryInfo, HTTP Retry-After), in seconds.
+    retry_after_s: float | None = None
+    # Delivered, but the next hop reported partial success.
+    rejected_spans: int = 0
+    detail: str = ""
+
+
+def grpc_code_is_retryable(code: grpc.StatusCode, has_retry_info: bool) -> bool:
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return has_retry_info
+    return code in RETRYABLE_GRPC_CODES
+
+
+def backoff_s(config: RetryConfig, attempt: int, jitter: float) -> float:
+    """The delay after failed attempt number ``attempt`` (0-based).
+
+    ``jitter`` is a uniform draw from [0, 1); it spreads the delay over
+    [d*(1-r), d*(1+r)] so that consumers which failed together do not retry together.
+    """
+    base = min(config.initial_interval_s * config.multiplier**attempt, config.max_interval_s)
+    spread = config.randomization * base
+    return base - spread + 2 * spread * jitter
+
+
+def next_delay_s(
+    config: RetryConfig, result: SendResult, attempt: int, elapsed_s: float, jitter: float
+) -> float | None:
+    """How long to wait before retrying, or None to give up on the batch."""
+    if result.outcome is not SendOutcome.RETRYABLE or not config.enabled:
+        return None
+    delay = (
+        result.retry_after_s
+        if result.retry_after_s is not None
+        else backoff_s(config, attempt, jitter)
+    )
+    if config.max_elapsed_s and elapsed_s + delay > config.max_elapsed_s:
+        return None
+    return delay

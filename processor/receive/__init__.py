@@ -1,0 +1,1 @@
+"""The OTLP receivers: transports that translate to and from the shared intake."""

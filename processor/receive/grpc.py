@@ -1,0 +1,66 @@
+"""OTLP/gRPC: ``TraceService/Export`` as a raw-bytes handler.
+
+The handler takes the request's bytes as they arrived (gRPC has already undone gzip and
+enforced the receive limit, answering RESOURCE_EXHAUSTED over it), so a request with no
+MCP span can be forwarded without ever being decoded.
+"""
+
+from __future__ import annotations
+
+import grpc
+from google.protobuf import duration_pb2
+from google.protobuf.any_pb2 import Any as AnyProto
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from processor.errors import InvalidRequest
+from processor.receive.intake import Intake, IntakeOutcome, Transport
+
+SERVICE_NAME = "opentelemetry.proto.collector.trace.v1.TraceService"
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+def _status_metadata(code: int, message: str, detail: object) -> tuple[tuple[str, bytes], ...]:
+    status = status_pb2.Status(code=code, message=message)
+    packed = AnyProto()
+    packed.Pack(detail)
+    status.details.append(packed)
+    return ((STATUS_DETAILS_KEY, status.SerializeToString()),)
+
+
+def retry_info_metadata(message: str, retry_after_s: float) -> tuple[tuple[str, bytes], ...]:
+    delay = duration_pb2.Duration()
+    delay.FromNanoseconds(int(retry_after_s * 1e9))
+    return _status_metadata(
+        code_pb2.UNAVAILABLE, message, error_details_pb2.RetryInfo(retry_delay=delay)
+    )
+
+
+def bad_request_metadata(message: str) -> tuple[tuple[str, bytes], ...]:
+    detail = error_details_pb2.BadRequest()
+    detail.field_violations.add(field="", description=message)
+    return _status_metadata(code_pb2.INVALID_ARGUMENT, message, detail)
+
+
+def trace_service_handler(intake: Intake) -> grpc.GenericRpcHandler:
+    async def export(payload: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            result = intake.accept_protobuf(payload, Transport.GRPC)
+        except InvalidRequest as error:
+            intake.count_invalid(Transport.GRPC)
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                str(error),
+                trailing_metadata=bad_request_metadata(str(error)),
+            )
+            raise  # abort() raises; this line only tells readers and type checkers so
+        if result.outcome is IntakeOutcome.REFUSED:
+            message = "mcp-breaker cannot take more spans now; retry later"
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                message,
+                trailing_metadata=retry_info_metadata(message, result.retry_after_s),
+            )
+        return bytes(result.response.SerializeToString())
+
+    handler = grpc.unary_unary_rpc_method_handler(export)  # no (de)serializer: raw bytes
+    return grpc.method_handlers_generic_handler(SERVICE_NAME, {"Export": handler})

@@ -1,0 +1,92 @@
+"""OTLP/HTTP: ``POST /v1/traces`` in protobuf or JSON, answered in the request's encoding.
+
+Status codes follow the OTLP spec and the Collector's mapping: 200 (with partial success
+when spans were rejected), 400 with a ``google.rpc.Status`` body for bad data, 413 over
+the body limit, 415 for an unknown content type or encoding, 503 with ``Retry-After``
+when the forwarder cannot take more.
+"""
+
+from __future__ import annotations
+
+import math
+
+from aiohttp import web
+from google.protobuf.message import Message
+from google.rpc import code_pb2, status_pb2
+
+from processor.errors import InvalidRequest, RequestTooLarge
+from processor.receive.codec import gunzip_capped, message_to_json, request_from_json
+from processor.receive.intake import Intake, IntakeOutcome, Transport
+
+TRACES_PATH = "/v1/traces"
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+
+def _reply(message: Message, status: int, content_type: str, **headers: str) -> web.Response:
+    body = (
+        message_to_json(message) if content_type == JSON else bytes(message.SerializeToString())
+    )
+    return web.Response(body=body, status=status, content_type=content_type, headers=headers)
+
+
+def _status(code: int, text: str, http_status: int, content_type: str, **headers: str) -> web.Response:
+    return _reply(status_pb2.Status(code=code, message=text), http_status, content_type, **headers)
+
+
+def make_app(intake: Intake, max_body_bytes: int) -> web.Application:
+    async def export(request: web.Request) -> web.Response:
+        content_type = request.content_type
+        reply_type = JSON if content_type == JSON else PROTOBUF
+        if content_type not in (PROTOBUF, JSON):
+            intake.count_invalid(Transport.HTTP)
+            return _status(
+                code_pb2.INVALID_ARGUMENT,
+                f"unsupported content type {content_type[:80]!r}; use {PROTOBUF} or {JSON}",
+                415,
+                reply_type,
+            )
+        encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("gzip", "identity", ""):
+            intake.count_invalid(Transport.HTTP)
+            return _status(
+                code_pb2.INVALID_ARGUMENT,
+                f"unsupported content encoding {encoding[:40]!r}; use gzip or none",
+                415,
+                reply_type,
+            )
+        try:
+            if (request.content_length or 0) > max_body_bytes:
+                raise RequestTooLarge(max_body_bytes)
+            body = await request.read()
+            if encoding == "gzip":
+                body = gunzip_capped(body, max_body_bytes)
+            if content_type == JSON:
+                result = intake.accept_request(request_from_json(body), Transport.HTTP)
+            else:
+                result = intake.accept_protobuf(body, Transport.HTTP)
+        except (RequestTooLarge, web.HTTPRequestEntityTooLarge):
+            intake.count_invalid(Transport.HTTP)
+            return _status(
+                code_pb2.RESOURCE_EXHAUSTED,
+                f"request body exceeds the {max_body_bytes}-byte limit",
+                413,
+                reply_type,
+            )
+        except InvalidRequest as error:
+            intake.count_invalid(Transport.HTTP)
+            return _status(code_pb2.INVALID_ARGUMENT, str(error), 400, reply_type)
+        if result.outcome is IntakeOutcome.REFUSED:
+            return _status(
+                code_pb2.UNAVAILABLE,
+                "mcp-breaker cannot take more spans now; retry later",
+                503,
+                reply_type,
+                **{"Retry-After": str(max(1, math.ceil(result.retry_after_s)))},
+            )
+        return _reply(result.response, 200, reply_type)
+
+    # aiohttp enforces the raw body size; decompressed size is checked in gunzip_capped.
+    app = web.Application(client_max_size=max_body_bytes)
+    app.router.add_post(TRACES_PATH, export)
+    return app

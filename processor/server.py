@@ -1,0 +1,204 @@
+"""Wires the pipeline together and owns start-up and shutdown.
+
+    receivers (gRPC 4317, HTTP 4318) ─▶ intake ─▶ stage ─▶ forwarder ─▶ next hop
+    telemetry (9464): /metrics /healthz /readyz; gRPC health on the OTLP port
+
+Shutdown order matters: stop taking spans first (health says NOT_SERVING, listeners close
+after their in-flight requests), then drain the forwarder within the grace period and say
+what could not be delivered, then close the telemetry port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+
+import grpc
+from aiohttp import web
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from prometheus_client import CollectorRegistry
+
+from processor.config import ServiceConfig, split_endpoint
+from processor.errors import StartupError
+from processor.forward.queue import Downstream, DrainReport, Forwarder, Release
+from processor.forward.senders import Sender, make_sender
+from processor.receive import grpc as grpc_receiver
+from processor.receive import http as http_receiver
+from processor.receive.intake import Intake
+from processor.stage import Stage
+from processor.telemetry import http as telemetry_http
+from processor.telemetry.metrics import QueueCollector, SelfMetrics
+
+log = logging.getLogger(__name__)
+
+# In-flight export RPCs get this long to finish once the receivers stop.
+RECEIVER_STOP_GRACE_S = 5.0
+
+
+def _listen(endpoint: str, what: str) -> socket.socket:
+    host, port = split_endpoint(endpoint)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as error:
+        raise StartupError(f"{what}: cannot listen on {endpoint}: {error.strerror}") from None
+
+
+class Service:
+    """The running processor. ``start()``, then ``stop()``; ports are known after start."""
+
+    def __init__(
+        self,
+        config: ServiceConfig,
+        *,
+        registry: CollectorRegistry | None = None,
+        stage: Stage | None = None,
+        sender: Sender | None = None,
+    ) -> None:
+        self.config = config
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.metrics = SelfMetrics(self.registry)
+        self.stage = stage if stage is not None else Stage()
+        self._sender = sender
+        self.forwarder: Forwarder | None = None
+        self.ports: dict[str, int] = {}
+        self._grpc_server: grpc.aio.Server | None = None
+        self._health = health.aio.HealthServicer()
+        self._runners: dict[str, web.AppRunner] = {}
+        self._started = False
+
+    async def start(self) -> None:
+        config = self.config
+        downstream: Downstream
+        if config.forward.endpoint:
+            sender = self._sender or make_sender(config.forward)
+            self.forwarder = Forwarder(config.forward, sender, self.metrics)
+            self.forwarder.start()
+            self.registry.register(QueueCollector(self.forwarder.stats))
+            downstream = self.forwarder
+        else:
+            downstream = Release(self.metrics)
+        intake = Intake(self.stage, downstream, self.metrics)
+
+        receivers = config.receivers
+        if receivers.grpc.enabled:
+            await self._start_grpc(intake)
+        if receivers.http.enabled:
+            app = http_receiver.make_app(intake, receivers.http.max_body_bytes)
+            await self._start_http("otlp_http", app, receivers.http.endpoint)
+        if config.telemetry.enabled:
+            app = telemetry_http.make_app(self.registry, self.readiness)
+            await self._start_http("telemetry", app, config.telemetry.metrics_endpoint)
+        self._started = True
+        self._log_started()
+
+    async def _start_grpc(self, intake: Intake) -> None:
+        limit = self.config.receivers.grpc.max_recv_msg_bytes
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                # gRPC shares ports by default; a second instance must fail, not split traffic.
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        server.add_generic_rpc_handlers((grpc_receiver.trace_service_handler(intake),))
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        endpoint = self.config.receivers.grpc.endpoint
+        try:
+            port = server.add_insecure_port(endpoint)
+        except RuntimeError:
+            port = 0
+        if not port:
+            raise StartupError(f"OTLP/gRPC receiver: cannot listen on {endpoint}")
+        await server.start()
+        self._grpc_server = server
+        self.ports["otlp_grpc"] = port
+        for name in ("", grpc_receiver.SERVICE_NAME):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def _start_http(self, name: str, app: web.Application, endpoint: str) -> None:
+        sock = _listen(endpoint, name)
+        # Bodies are decompressed by the receiver itself, with a cap against gzip bombs.
+        runner = web.AppRunner(app, auto_decompress=False, access_log=None)
+        await runner.setup()
+        await web.SockSite(runner, sock).start()
+        self._runners[name] = runner
+        self.ports[name] = sock.getsockname()[1]
+
+    def _log_started(self) -> None:
+        receivers = ", ".join(
+            f"{name} on port {port}" for name, port in self.ports.items() if name != "telemetry"
+        )
+        log.info("mcp-breaker receiving %s", receivers)
+        if "telemetry" in self.ports:
+            log.info("metrics, /healthz and /readyz on port %d", self.ports["telemetry"])
+        if self.forwarder is not None:
+            log.info(
+                "forwarding to %s over %s (queue: %d spans, %d consumers)",
+                self.forwarder.target,
+                self.config.forward.protocol.value,
+                self.config.forward.queue.max_spans,
+                self.config.forward.queue.consumers,
+            )
+        else:
+            log.warning(
+                "no next hop configured (forward.endpoint is empty): spans are analysed "
+                "and then released, not forwarded"
+            )
+
+    async def readiness(self) -> tuple[bool, str]:
+        if not self._started:
+            return False, "receivers are not listening yet"
+        if self.forwarder is not None:
+            timeout = self.config.telemetry.ready_probe_timeout_s
+            if not await self.forwarder.reachable(timeout):
+                return False, f"next hop {self.forwarder.target} is not reachable"
+        return True, "ready"
+
+    async def stop(self) -> DrainReport | None:
+        """Stop taking spans, drain the forwarder, report what was not delivered."""
+        self._started = False
+        await self._health.enter_graceful_shutdown()
+        if self._grpc_server is not None:
+            await self._grpc_server.stop(RECEIVER_STOP_GRACE_S)
+        if "otlp_http" in self._runners:
+            await self._runners.pop("otlp_http").cleanup()
+        report = None
+        if self.forwarder is not None:
+            grace = self.config.forward.shutdown_grace_s
+            report = await self.forwarder.drain(grace)
+            if report.undelivered_spans:
+                log.error(
+                    "shutdown: %d spans in %d requests could not be delivered to %s "
+                    "within %.0fs",
+                    report.undelivered_spans, report.undelivered_batches,
+                    self.forwarder.target, grace,
+                )
+            else:
+                log.info("shutdown: every accepted span was delivered to %s",
+                         self.forwarder.target)
+        for runner in self._runners.values():
+            await runner.cleanup()
+        self._runners.clear()
+        return report
+
+
+async def serve(config: ServiceConfig) -> int:
+    """Run until SIGTERM or SIGINT; the exit status for the console script."""
+    service = Service(config)
+    try:
+        await service.start()
+    except StartupError as error:
+        log.error("cannot start: %s", error)
+        await service.stop()
+        return 1
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    await stopping.wait()
+    log.info("stopping: no longer accepting spans, draining the queue")
+    await service.stop()
+    return 0

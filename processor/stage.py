@@ -1,0 +1,157 @@
+"""The stage between decode and forward.
+
+Most traffic through a telemetry pipeline is not MCP, so the first question about a request
+is asked of its raw bytes: can it hold an MCP span at all? If not, it is forwarded as the
+very bytes that arrived, without being parsed or re-encoded; only its spans are counted,
+through a shallow view of the message that stops at the span boundary. If it can, it is
+parsed, its spans are checked, the span hooks (classify, engines, enrich: later stages)
+run over it, and it is serialized again.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from processor.errors import InvalidRequest
+
+# Byte strings that every supported MCP dialect writes somewhere in an MCP span (span names
+# such as "tools/call x" or "MCP send ...", attribute keys such as "mcp.method.name"). A
+# false positive costs one parse; a false negative would hide an MCP span, so these are broad.
+MCP_MARKERS: tuple[bytes, ...] = (b"mcp", b"MCP", b"tools/")
+
+TRACE_ID_BYTES = 16
+SPAN_ID_BYTES = 8
+
+SpanHook = Callable[[ExportTraceServiceRequest], None]
+"""A later stage: reads the parsed request and may annotate its spans in place."""
+
+
+class StagePath(enum.Enum):
+    PASSTHROUGH = "passthrough"  # forwarded as received
+    PARSED = "parsed"  # decoded, inspected, re-encoded
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A request ready for the forwarder, and what to tell its sender."""
+
+    payload: bytes  # an encoded ExportTraceServiceRequest
+    span_count: int  # spans in ``payload``
+    rejected_spans: int  # spans dropped from the request, reported as partial success
+    rejection_message: str
+    path: StagePath
+
+
+def _build_shallow_request() -> type:
+    """A message with the OTLP request's framing down to ScopeSpans, and spans as bytes.
+
+    Parsing into it (in C, with upb) validates the framing and counts spans without
+    building a Python object per attribute.
+    """
+    package = "mcp_breaker.internal.shallow"
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="mcp_breaker/internal/shallow_trace.proto", package=package, syntax="proto3"
+    )
+    repeated = descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+    scope = proto.message_type.add(name="ScopeSpans")
+    scope.field.add(name="spans", number=2, label=repeated, type=12)  # TYPE_BYTES
+    for name, child, number in (
+        ("ResourceSpans", "ScopeSpans", 2),
+        ("Request", "ResourceSpans", 1),
+    ):
+        message = proto.message_type.add(name=name)
+        message.field.add(
+            name="children", number=number, label=repeated, type=11,  # TYPE_MESSAGE
+            type_name=f".{package}.{child}",
+        )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.Request"))
+
+
+_ShallowRequest = _build_shallow_request()
+
+
+def may_hold_mcp(payload: bytes, markers: Sequence[bytes] = MCP_MARKERS) -> bool:
+    return any(marker in payload for marker in markers)
+
+
+def count_spans_shallow(payload: bytes) -> int:
+    """Spans in an encoded request, checking its framing; raises InvalidRequest."""
+    try:
+        shallow = _ShallowRequest.FromString(payload)
+    except DecodeError:
+        raise InvalidRequest("request body is not a valid ExportTraceServiceRequest") from None
+    return sum(len(scope.spans) for resource in shallow.children for scope in resource.children)
+
+
+def decode_request(payload: bytes) -> ExportTraceServiceRequest:
+    try:
+        return ExportTraceServiceRequest.FromString(payload)
+    except DecodeError:
+        raise InvalidRequest("request body is not a valid ExportTraceServiceRequest") from None
+
+
+def _valid_ids(trace_id: bytes, span_id: bytes) -> bool:
+    return (
+        len(trace_id) == TRACE_ID_BYTES
+        and len(span_id) == SPAN_ID_BYTES
+        and any(trace_id)
+        and any(span_id)
+    )
+
+
+def reject_invalid_spans(request: ExportTraceServiceRequest) -> int:
+    """Remove spans whose ids the spec calls invalid; return how many were removed."""
+    rejected = 0
+    for resource in request.resource_spans:
+        for scope in resource.scope_spans:
+            spans = scope.spans
+            if all(_valid_ids(s.trace_id, s.span_id) for s in spans):
+                continue
+            keep = [s for s in spans if _valid_ids(s.trace_id, s.span_id)]
+            rejected += len(spans) - len(keep)
+            kept = [type(s)() for s in keep]
+            for copy, original in zip(kept, keep, strict=True):
+                copy.CopyFrom(original)
+            del spans[:]
+            spans.extend(kept)
+    return rejected
+
+
+class Stage:
+    """Turns a decoded request into what is forwarded; the hooks are later issues' work."""
+
+    def __init__(
+        self, hooks: Sequence[SpanHook] = (), markers: Sequence[bytes] = MCP_MARKERS
+    ) -> None:
+        self._hooks = tuple(hooks)
+        self._markers = tuple(markers)
+
+    def from_protobuf(self, payload: bytes) -> Prepared:
+        """The gRPC and protobuf-over-HTTP entry: bytes in, bytes out; raises InvalidRequest."""
+        if not may_hold_mcp(payload, self._markers):
+            return Prepared(payload, count_spans_shallow(payload), 0, "", StagePath.PASSTHROUGH)
+        return self.from_request(decode_request(payload))
+
+    def from_request(self, request: ExportTraceServiceRequest) -> Prepared:
+        """The entry for requests already decoded (OTLP/JSON, and the MCP-bearing path)."""
+        rejected = reject_invalid_spans(request)
+        for hook in self._hooks:
+            hook(request)
+        span_count = sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+        message = (
+            f"{rejected} span(s) rejected: trace_id must be {TRACE_ID_BYTES} and span_id "
+            f"{SPAN_ID_BYTES} bytes, not all zero"
+            if rejected
+            else ""
+        )
+        return Prepared(
+            request.SerializeToString(), span_count, rejected, message, StagePath.PARSED
+        )

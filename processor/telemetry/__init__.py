@@ -1,0 +1,1 @@
+"""Self-telemetry: the service's own metrics and health endpoints."""

@@ -1,0 +1,197 @@
+"""Test doubles and harnesses: a real gRPC next hop that records, and the service in a thread.
+
+Everything here speaks real gRPC/HTTP on loopback; nothing is mocked below the socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from concurrent import futures
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import duration_pb2
+from google.protobuf.any_pb2 import Any as AnyProto
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from processor.config import load_config
+from processor.config.model import ServiceConfig
+from processor.server import Service
+
+T = TypeVar("T")
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float = 20.0, what: str = "") -> None:
+    """Poll a condition; a deadline on waiting, never an assertion about elapsed time."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        time.sleep(0.02)
+
+
+class CaptureCollector:
+    """A next hop: a real gRPC OTLP server that records what it receives.
+
+    ``unavailable_for`` makes it answer UNAVAILABLE (with RetryInfo when ``retry_after_s``
+    is set) to that many requests first; ``stall()`` holds requests until ``release()``.
+    """
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.requests: list[ExportTraceServiceRequest] = []
+        self.attempts = 0
+        self.unavailable_for = 0
+        self.retry_after_s: float | None = None
+        self.partial_reject = 0
+        self._lock = threading.Lock()
+        self._open = threading.Event()
+        self._open.set()
+        self._server: grpc.Server | None = None
+
+    def _export(self, request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> Any:
+        self._open.wait(60)
+        with self._lock:
+            self.attempts += 1
+            if self.unavailable_for > 0:
+                self.unavailable_for -= 1
+                metadata = ()
+                if self.retry_after_s is not None:
+                    delay = duration_pb2.Duration()
+                    delay.FromNanoseconds(int(self.retry_after_s * 1e9))
+                    status = status_pb2.Status(code=code_pb2.UNAVAILABLE, message="busy")
+                    packed = AnyProto()
+                    packed.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+                    status.details.append(packed)
+                    metadata = (("grpc-status-details-bin", status.SerializeToString()),)
+                context.abort_with_status(_RichStatus(grpc.StatusCode.UNAVAILABLE, "busy", metadata))
+            self.requests.append(request)
+            response = ExportTraceServiceResponse()
+            if self.partial_reject:
+                response.partial_success.rejected_spans = self.partial_reject
+                response.partial_success.error_message = "rejected for the test"
+            return response
+
+    def start(self) -> CaptureCollector:
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        handler = grpc.unary_unary_rpc_method_handler(
+            self._export,
+            request_deserializer=ExportTraceServiceRequest.FromString,
+            response_serializer=ExportTraceServiceResponse.SerializeToString,
+        )
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}
+                ),
+            )
+        )
+        server.add_insecure_port(f"{LOOPBACK}:{self.port}")
+        server.start()
+        self._server = server
+        return self
+
+    def stop(self) -> None:
+        self._open.set()
+        if self._server is not None:
+            self._server.stop(0).wait()
+            self._server = None
+
+    def stall(self) -> None:
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
+    @property
+    def endpoint(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    def spans(self) -> list[Span]:
+        with self._lock:
+            return [
+                span
+                for request in self.requests
+                for resource in request.resource_spans
+                for scope in resource.scope_spans
+                for span in scope.spans
+            ]
+
+    def span_count(self) -> int:
+        return len(self.spans())
+
+
+class _RichStatus(grpc.Status):  # type: ignore[misc]
+    def __init__(self, code: grpc.StatusCode, details: str, metadata: Any) -> None:
+        self.code = code
+        self.details = details
+        self.trailing_metadata = metadata
+
+
+def make_config(*overrides: str, **env: str) -> ServiceConfig:
+    """A config with every port ephemeral on loopback, plus the given ``--set`` overrides."""
+    base = [
+        f"receivers.grpc.endpoint={LOOPBACK}:0",
+        f"receivers.http.endpoint={LOOPBACK}:0",
+        f"telemetry.metrics_endpoint={LOOPBACK}:0",
+        "forward.retry.initial_interval_s=0.05",
+        "forward.retry.max_interval_s=0.5",
+    ]
+    return load_config(environ=env, overrides=[*base, *overrides])
+
+
+class ServiceThread:
+    """The real Service on its own event loop in a background thread."""
+
+    def __init__(self, config: ServiceConfig, **kwargs: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.service = self.call(self._make(config, kwargs))
+        self.call(self.service.start())
+
+    @staticmethod
+    async def _make(config: ServiceConfig, kwargs: dict[str, Any]) -> Service:
+        return Service(config, **kwargs)
+
+    def call(self, coroutine: Coroutine[Any, Any, T], timeout_s: float = 60) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout_s)
+
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"{LOOPBACK}:{self.service.ports['otlp_grpc']}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.service.ports['otlp_http']}/v1/traces"
+
+    @property
+    def telemetry_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.service.ports['telemetry']}"
+
+    def metric(self, name: str, **labels: str) -> float:
+        value = self.service.registry.get_sample_value(name, labels)
+        return 0.0 if value is None else value
+
+    def stop(self) -> Any:
+        try:
+            return self.call(self.service.stop())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
