@@ -171,14 +171,14 @@ class Service:
             report = await self.forwarder.drain(grace)
             if report.undelivered_spans:
                 log.error(
-                    "shutdown: %d spans in %d requests could not be delivered to %s "
-                    "within %.0fs",
-                    report.undelivered_spans, report.undelivered_batches,
-                    self.forwarder.target, grace,
+                    "shutdown: %d spans in %d requests could not be delivered to %s within %.0fs",
+                    report.undelivered_spans,
+                    report.undelivered_batches,
+                    self.forwarder.target,
+                    grace,
                 )
             else:
-                log.info("shutdown: every accepted span was delivered to %s",
-                         self.forwarder.target)
+                log.info("shutdown: every accepted span was delivered to %s", self.forwarder.target)
         for runner in self._runners.values():
             await runner.cleanup()
         self._runners.clear()

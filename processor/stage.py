@@ -13,9 +13,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from processor.errors import InvalidRequest
@@ -48,7 +49,7 @@ class Prepared:
     path: StagePath
 
 
-def _build_shallow_request() -> type:
+def _build_shallow_request() -> type[Message]:
     """A message with the OTLP request's framing down to ScopeSpans, and spans as bytes.
 
     Parsing into it (in C, with upb) validates the framing and counts spans without
@@ -67,7 +68,10 @@ def _build_shallow_request() -> type:
     ):
         message = proto.message_type.add(name=name)
         message.field.add(
-            name="children", number=number, label=repeated, type=11,  # TYPE_MESSAGE
+            name="children",
+            number=number,
+            label=repeated,
+            type=11,  # TYPE_MESSAGE
             type_name=f".{package}.{child}",
         )
     pool = descriptor_pool.DescriptorPool()
@@ -85,7 +89,7 @@ def may_hold_mcp(payload: bytes, markers: Sequence[bytes] = MCP_MARKERS) -> bool
 def count_spans_shallow(payload: bytes) -> int:
     """Spans in an encoded request, checking its framing; raises InvalidRequest."""
     try:
-        shallow = _ShallowRequest.FromString(payload)
+        shallow: Any = _ShallowRequest.FromString(payload)
     except DecodeError:
         raise InvalidRequest("request body is not a valid ExportTraceServiceRequest") from None
     return sum(len(scope.spans) for resource in shallow.children for scope in resource.children)

@@ -10,15 +10,16 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
 )
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 RESOURCE = Resource.create({"service.name": "harness-under-test", "deployment.environment": "ci"})
 
 
-def record_spans(count: int, *, mcp_every: int = 0, scope: str = "tests.harness") -> list[ReadableSpan]:
+def record_spans(
+    count: int, *, mcp_every: int = 0, scope: str = "tests.harness"
+) -> list[ReadableSpan]:
     """Spans made by the real SDK; every ``mcp_every``-th is an MCP tool call span."""
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=RESOURCE)
@@ -44,7 +45,9 @@ def record_spans(count: int, *, mcp_every: int = 0, scope: str = "tests.harness"
     return list(memory.get_finished_spans())
 
 
-def export_grpc(endpoint: str, spans: list[ReadableSpan], *, gzip: bool = False) -> SpanExportResult:
+def export_grpc(
+    endpoint: str, spans: list[ReadableSpan], *, gzip: bool = False
+) -> SpanExportResult:
     from opentelemetry.exporter.otlp.proto.grpc.exporter import Compression
 
     exporter = GrpcSpanExporter(
@@ -63,7 +66,9 @@ def export_http(url: str, spans: list[ReadableSpan], *, gzip: bool = False) -> S
     from opentelemetry.exporter.otlp.proto.http import Compression
 
     exporter = HttpSpanExporter(
-        endpoint=url, compression=Compression.Gzip if gzip else Compression.NoCompression, timeout=30
+        endpoint=url,
+        compression=Compression.Gzip if gzip else Compression.NoCompression,
+        timeout=30,
     )
     try:
         return exporter.export(spans)

@@ -67,6 +67,8 @@ class CaptureCollector:
 
     def _export(self, request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> Any:
         self._open.wait(60)
+        if not context.is_active():  # the sender gave up while we stalled: not delivered
+            return ExportTraceServiceResponse()
         with self._lock:
             self.attempts += 1
             if self.unavailable_for > 0:
@@ -80,7 +82,9 @@ class CaptureCollector:
                     packed.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
                     status.details.append(packed)
                     metadata = (("grpc-status-details-bin", status.SerializeToString()),)
-                context.abort_with_status(_RichStatus(grpc.StatusCode.UNAVAILABLE, "busy", metadata))
+                context.abort_with_status(
+                    _RichStatus(grpc.StatusCode.UNAVAILABLE, "busy", metadata)
+                )
             self.requests.append(request)
             response = ExportTraceServiceResponse()
             if self.partial_reject:

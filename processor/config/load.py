@@ -56,7 +56,7 @@ def load_config(
 
     if path is not None:
         _read_yaml(Path(path), schema, raw, problems)
-    for key, kind in schema.items():
+    for key in schema:
         name = env_var_name(key)
         if environ is not None and name in environ:
             raw[key] = (environ[name], f"environment variable {name}")
@@ -119,7 +119,7 @@ def _read_yaml(
 
 
 def _unknown_key(dotted: str, schema: Mapping[Leaf, Any]) -> str:
-    known = [".".join(k) for k in schema]
+    known = sorted({".".join(k[:n]) for k in schema for n in range(1, len(k) + 1)})
     close = difflib.get_close_matches(dotted, known, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
     return f"{dotted}: unknown key{hint}"
@@ -138,7 +138,7 @@ def _coerce(value: Any, kind: Any) -> Any:
             return value.strip().lower() in _TRUE
         raise ValueError("expected true or false")
     if kind is int:
-        if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
             raise ValueError("expected an integer")
         try:
             return int(value)

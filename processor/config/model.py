@@ -167,9 +167,7 @@ class RetryConfig:
         if self.multiplier < 1:
             problems.append(f"{prefix}.multiplier: must be at least 1, got {self.multiplier}")
         if not 0 <= self.randomization < 1:
-            problems.append(
-                f"{prefix}.randomization: must be in [0, 1), got {self.randomization}"
-            )
+            problems.append(f"{prefix}.randomization: must be in [0, 1), got {self.randomization}")
         if self.max_elapsed_s < 0:
             problems.append(
                 f"{prefix}.max_elapsed_s: must be zero (forever) or positive, "

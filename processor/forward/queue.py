@@ -9,6 +9,7 @@ holds, queued or in flight, in spans and in bytes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import random
@@ -189,13 +190,20 @@ class Forwarder:
                 self._metrics.send_failed_spans.labels(reason).inc(batch.span_count)
                 log.error(
                     "dropped %d spans bound for %s after %d attempt(s): %s (%s)",
-                    batch.span_count, self.target, attempt + 1, reason.value, result.detail,
+                    batch.span_count,
+                    self.target,
+                    attempt + 1,
+                    reason.value,
+                    result.detail,
                 )
                 return
             self._metrics.send_retries.inc()
             log.warning(
                 "next hop %s: %s; retrying %d spans in %.1fs",
-                self.target, result.detail, batch.span_count, delay,
+                self.target,
+                result.detail,
+                batch.span_count,
+                delay,
             )
             attempt += 1
             await self._sleep(delay)
@@ -205,19 +213,20 @@ class Forwarder:
         self._delivered_spans += taken
         self._metrics.sent_spans.inc(taken)
         if rejected:
-            self._metrics.send_failed_spans.labels(FailureReason.REJECTED_BY_NEXT_HOP).inc(
-                rejected
+            self._metrics.send_failed_spans.labels(FailureReason.REJECTED_BY_NEXT_HOP).inc(rejected)
+            log.warning(
+                "next hop %s rejected %d of %d spans: %s",
+                self.target,
+                rejected,
+                batch.span_count,
+                detail,
             )
-            log.warning("next hop %s rejected %d of %d spans: %s",
-                        self.target, rejected, batch.span_count, detail)
 
     async def drain(self, grace_s: float) -> DrainReport:
         """Refuse new batches, deliver what is held within ``grace_s``, report the rest."""
         self._stopping = True
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), grace_s)
-        except TimeoutError:
-            pass
         # Counted before cancelling: a cancelled consumer releases its batch on the way out.
         undelivered_spans, undelivered_batches = self._held_spans, self._held_batches
         for task in self._consumers:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -18,6 +19,7 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from processor.config import Compression, ForwardConfig, ForwardProtocol
+from processor.errors import StartupError
 from processor.forward.retry import (
     RETRYABLE_HTTP_STATUSES,
     SendOutcome,
@@ -64,7 +66,7 @@ def retry_info_s(trailing_metadata: object) -> float | None:
         for detail in status.details:
             info = error_details_pb2.RetryInfo()
             if detail.Unpack(info):
-                return info.retry_delay.seconds + info.retry_delay.nanos / 1e9
+                return float(info.retry_delay.ToNanoseconds()) / 1e9
     return None
 
 
@@ -74,7 +76,7 @@ class GrpcSender:
         if config.insecure:
             self._channel = grpc.aio.insecure_channel(config.endpoint)
         else:
-            root = open(config.ca_file, "rb").read() if config.ca_file else None
+            root = _read_ca(config.ca_file) if config.ca_file else None
             credentials = grpc.ssl_channel_credentials(root_certificates=root)
             self._channel = grpc.aio.secure_channel(config.endpoint, credentials)
         self._export = self._channel.unary_unary(EXPORT_METHOD)  # raw bytes both ways
@@ -171,6 +173,13 @@ def _retry_after_s(headers: Mapping[str, str]) -> float | None:
     value = headers.get("Retry-After", "")
     # Only the delay-seconds form; an HTTP-date falls back to our own backoff.
     return float(value) if value.strip().isdigit() else None
+
+
+def _read_ca(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise StartupError(f"forward.ca_file: cannot read {path!r}: {error.strerror}") from None
 
 
 def make_sender(config: ForwardConfig) -> Sender:

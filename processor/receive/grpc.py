@@ -10,6 +10,7 @@ from __future__ import annotations
 import grpc
 from google.protobuf import duration_pb2
 from google.protobuf.any_pb2 import Any as AnyProto
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from processor.errors import InvalidRequest
@@ -19,7 +20,7 @@ SERVICE_NAME = "opentelemetry.proto.collector.trace.v1.TraceService"
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 
-def _status_metadata(code: int, message: str, detail: object) -> tuple[tuple[str, bytes], ...]:
+def _status_metadata(code: int, message: str, detail: Message) -> tuple[tuple[str, bytes], ...]:
     status = status_pb2.Status(code=code, message=message)
     packed = AnyProto()
     packed.Pack(detail)

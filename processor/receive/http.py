@@ -24,13 +24,13 @@ JSON = "application/json"
 
 
 def _reply(message: Message, status: int, content_type: str, **headers: str) -> web.Response:
-    body = (
-        message_to_json(message) if content_type == JSON else bytes(message.SerializeToString())
-    )
+    body = message_to_json(message) if content_type == JSON else bytes(message.SerializeToString())
     return web.Response(body=body, status=status, content_type=content_type, headers=headers)
 
 
-def _status(code: int, text: str, http_status: int, content_type: str, **headers: str) -> web.Response:
+def _status(
+    code: int, text: str, http_status: int, content_type: str, **headers: str
+) -> web.Response:
     return _reply(status_pb2.Status(code=code, message=text), http_status, content_type, **headers)
 
 

@@ -71,9 +71,7 @@ class Intake:
         if admission is not Admission.ACCEPTED:
             metrics.refused_spans.labels(transport).inc(prepared.span_count)
             metrics.requests.labels(transport, "refused").inc()
-            return IntakeResult(
-                IntakeOutcome.REFUSED, response, self._downstream.retry_after_s
-            )
+            return IntakeResult(IntakeOutcome.REFUSED, response, self._downstream.retry_after_s)
         metrics.accepted_spans.labels(transport).inc(prepared.span_count)
         metrics.requests.labels(transport, "success").inc()
         return IntakeResult(IntakeOutcome.ACCEPTED, response)

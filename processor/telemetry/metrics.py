@@ -60,6 +60,12 @@ class SelfMetrics:
         self.released_spans = counter(
             "released_spans", "Spans analysed and released because no next hop is configured."
         )
+        # Series exist from the start, so rate() and alerts see a zero, not an absence.
+        for name in ("grpc", "http"):
+            for family in (self.accepted_spans, self.refused_spans, self.rejected_spans):
+                family.labels(name)
+            for outcome in ("success", "refused", "invalid"):
+                self.requests.labels(name, outcome)
 
 
 class QueueCollector(Collector):
@@ -71,14 +77,22 @@ class QueueCollector(Collector):
     def collect(self) -> Iterable[GaugeMetricFamily]:
         stats = self._read()
         for name, doc, attribute in (
-            ("exporter_queue_spans", "Spans held by the forwarder, queued or in flight.",
-             "spans"),
-            ("exporter_queue_capacity_spans", "Most spans the forwarder may hold.",
-             "capacity_spans"),
+            ("exporter_queue_spans", "Spans held by the forwarder, queued or in flight.", "spans"),
+            (
+                "exporter_queue_capacity_spans",
+                "Most spans the forwarder may hold.",
+                "capacity_spans",
+            ),
             ("exporter_queue_bytes", "Encoded bytes held by the forwarder.", "bytes"),
-            ("exporter_queue_capacity_bytes", "Most encoded bytes the forwarder may hold.",
-             "capacity_bytes"),
-            ("exporter_in_flight_requests", "Export requests being sent to the next hop.",
-             "in_flight"),
+            (
+                "exporter_queue_capacity_bytes",
+                "Most encoded bytes the forwarder may hold.",
+                "capacity_bytes",
+            ),
+            (
+                "exporter_in_flight_requests",
+                "Export requests being sent to the next hop.",
+                "in_flight",
+            ),
         ):
             yield GaugeMetricFamily(f"{PREFIX}_{name}", doc, value=getattr(stats, attribute))

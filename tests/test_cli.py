@@ -1,0 +1,71 @@
+"""The console script: --help, check-config, print-config, and bad configuration."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from processor.cli import main
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "processor", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("command", [[], ["serve"], ["check-config"], ["print-config"]])
+def test_help_reads_well_everywhere(command: list[str]) -> None:
+    result = run(*command, "--help")
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: mcp-breaker")
+    assert "--help" in result.stdout
+
+
+def test_check_config_accepts_a_valid_file(tmp_path: Path) -> None:
+    path = tmp_path / "ok.yaml"
+    path.write_text("forward:\n  endpoint: collector:4317\n")
+    result = run("check-config", str(path))
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"{path}: valid"
+
+
+def test_check_config_lists_every_problem(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("forward:\n  endpoint: collector\n  queue:\n    consumers: ten\n")
+    result = run("check-config", str(path))
+    assert result.returncode == 1
+    assert f"invalid configuration in {path}" in result.stderr
+    assert "forward.queue.consumers: expected an integer, got 'ten' (from file bad.yaml)" in (
+        result.stderr
+    )
+
+
+def test_serve_refuses_to_start_on_bad_configuration(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--set", "forward.timeout_s=0"]) == 1
+    assert "forward.timeout_s: must be positive, got 0.0" in capsys.readouterr().err
+
+
+def test_print_config_shows_the_effective_values(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["print-config", "--set", "forward.queue.max_spans=7"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["forward"]["queue"]["max_spans"] == 7
+    assert printed["receivers"]["grpc"]["endpoint"] == "0.0.0.0:4317"
+
+
+def test_environment_reaches_the_console_script(tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, "MCP_BREAKER_FORWARD_QUEUE_MAX_SPANS": "-1"}
+    result = run("print-config", env=env)
+    assert result.returncode == 1
+    assert "MCP_BREAKER_FORWARD_QUEUE_MAX_SPANS" not in result.stderr  # range, not type, error
+    assert "forward.queue.max_spans: must be positive, got -1" in result.stderr
