@@ -57,6 +57,7 @@ class CaptureCollector:
         self.port = port or free_port()
         self.requests: list[ExportTraceServiceRequest] = []
         self.attempts = 0
+        self.metadata: list[tuple[tuple[str, str], ...]] = []
         self.unavailable_for = 0
         self.retry_after_s: float | None = None
         self.partial_reject = 0
@@ -86,6 +87,7 @@ class CaptureCollector:
                     _RichStatus(grpc.StatusCode.UNAVAILABLE, "busy", metadata)
                 )
             self.requests.append(request)
+            self.metadata.append(tuple(context.invocation_metadata()))
             response = ExportTraceServiceResponse()
             if self.partial_reject:
                 response.partial_success.rejected_spans = self.partial_reject
