@@ -24,17 +24,30 @@ _MAX_JSON_DEPTH = 64  # OTLP documents are shallow; deep nesting is an attack, n
 
 
 def gunzip_capped(body: bytes, limit_bytes: int) -> bytes:
-    """Decompress at most ``limit_bytes``; a bomb stops at the cap, not in memory."""
-    inflater = zlib.decompressobj(_GZIP_WBITS)
-    try:
-        data = inflater.decompress(body, limit_bytes + 1)
-    except zlib.error:
-        raise InvalidRequest("body is not valid gzip") from None
-    if len(data) > limit_bytes or inflater.unconsumed_tail:
-        raise RequestTooLarge(limit_bytes)
-    if not inflater.eof:
-        raise InvalidRequest("gzip body is truncated")
-    return data
+    """Decompress every gzip member, at most ``limit_bytes`` in all.
+
+    A bomb stops at the cap instead of filling memory. Several members one after the
+    other are one valid body (RFC 1952), so each is inflated in turn.
+    """
+    parts: list[bytes] = []
+    room = limit_bytes
+    rest = body
+    while rest:
+        inflater = zlib.decompressobj(_GZIP_WBITS)
+        try:
+            data = inflater.decompress(rest, room + 1)
+        except zlib.error:
+            raise InvalidRequest("body is not valid gzip") from None
+        if len(data) > room or inflater.unconsumed_tail:
+            raise RequestTooLarge(limit_bytes)
+        if not inflater.eof:
+            raise InvalidRequest("gzip body is truncated")
+        parts.append(data)
+        room -= len(data)
+        rest = inflater.unused_data
+    if not parts:
+        raise InvalidRequest("gzip body is empty")
+    return b"".join(parts)
 
 
 def request_from_json(body: bytes) -> ExportTraceServiceRequest:
