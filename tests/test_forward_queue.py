@@ -263,3 +263,51 @@ def test_partial_success_downstream_is_counted(next_hop: CaptureCollector) -> No
         )
         == 2
     )
+
+
+def test_waiting_batches_go_out_merged_into_one_export(next_hop: CaptureCollector) -> None:
+    harness = Harness(next_hop.endpoint, "forward.queue.consumers=1")
+    next_hop.stall()
+
+    async def scenario() -> None:
+        forwarder = harness.forwarder()
+        forwarder.start()
+        forwarder.offer(batch(2, "first"))
+        await until(lambda: forwarder.stats().in_flight == 1)
+        for name in ("second", "third", "fourth"):
+            forwarder.offer(batch(3, name))
+        next_hop.release()
+        await forwarder.drain(10)
+
+    run(scenario)
+    per_request = [
+        sum(len(s.spans) for r in q.resource_spans for s in r.scope_spans)
+        for q in next_hop.requests
+    ]
+    assert per_request == [2, 9]
+    assert next_hop.span_count() == 11
+    assert harness.value("mcp_breaker_exporter_sent_spans_total") == 11
+
+
+def test_merging_stops_at_max_request_bytes(next_hop: CaptureCollector) -> None:
+    one = batch(3)
+    harness = Harness(
+        next_hop.endpoint,
+        "forward.queue.consumers=1",
+        f"forward.max_request_bytes={2 * len(one.payload)}",
+    )
+    next_hop.stall()
+
+    async def scenario() -> None:
+        forwarder = harness.forwarder()
+        forwarder.start()
+        forwarder.offer(batch(3))
+        await until(lambda: forwarder.stats().in_flight == 1)
+        for _ in range(5):
+            forwarder.offer(batch(3))
+        next_hop.release()
+        await forwarder.drain(10)
+
+    run(scenario)
+    assert [len(q.resource_spans) for q in next_hop.requests] == [1, 2, 2, 1]
+    assert next_hop.span_count() == 18

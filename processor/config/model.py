@@ -22,6 +22,9 @@ DEFAULT_HTTP_MAX_BODY_BYTES = 20 * 1024 * 1024
 # --- forwarder ----------------------------------------------------------------------------
 DEFAULT_FORWARD_ENDPOINT = ""  # empty: no next hop, spans are analysed and released
 DEFAULT_FORWARD_TIMEOUT_S = 5.0  # per attempt, as the Collector's exporterhelper
+# Batches waiting in the queue are merged into one export up to this size; OTLP clients
+# SHOULD keep requests under 4 MiB, the usual receive limit of the next hop.
+DEFAULT_FORWARD_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 DEFAULT_QUEUE_MAX_SPANS = 100_000
 DEFAULT_QUEUE_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_QUEUE_CONSUMERS = 10
@@ -190,6 +193,7 @@ class ForwardConfig:
     ca_file: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     timeout_s: float = DEFAULT_FORWARD_TIMEOUT_S
+    max_request_bytes: int = DEFAULT_FORWARD_MAX_REQUEST_BYTES
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
     queue: QueueConfig = field(default_factory=QueueConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)
@@ -205,6 +209,10 @@ class ForwardConfig:
             )
         if self.timeout_s <= 0:
             problems.append(f"{prefix}.timeout_s: must be positive, got {self.timeout_s}")
+        if self.max_request_bytes <= 0:
+            problems.append(
+                f"{prefix}.max_request_bytes: must be positive, got {self.max_request_bytes}"
+            )
         if self.shutdown_grace_s < 0:
             problems.append(
                 f"{prefix}.shutdown_grace_s: must not be negative, got {self.shutdown_grace_s}"

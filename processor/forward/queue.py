@@ -9,6 +9,7 @@ holds, queued or in flight, in spans and in bytes.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import enum
 import logging
@@ -101,7 +102,10 @@ class Forwarder:
         self._jitter = jitter
         self._clock = clock
         self.retry_after_s = config.queue.backpressure_retry_after_s
-        self._queue: asyncio.Queue[Prepared] = asyncio.Queue()
+        # Batches wait in a deque so a consumer can look at the next one before taking it;
+        # the queue holds one token per waiting batch and is what consumers sleep on.
+        self._waiting: collections.deque[Prepared] = collections.deque()
+        self._tokens: asyncio.Queue[None] = asyncio.Queue()
         self._held_spans = 0
         self._held_bytes = 0
         self._held_batches = 0
@@ -147,7 +151,8 @@ class Forwarder:
         self._held_bytes += len(batch.payload)
         self._held_batches += 1
         self._idle.clear()
-        self._queue.put_nowait(batch)
+        self._waiting.append(batch)
+        self._tokens.put_nowait(None)
         return Admission.ACCEPTED
 
     async def reachable(self, timeout_s: float) -> bool:
@@ -155,13 +160,32 @@ class Forwarder:
 
     async def _consume(self) -> None:
         while True:
-            batch = await self._queue.get()
+            await self._tokens.get()
+            parts = self._take_waiting()
             self._in_flight += 1
             try:
-                await self._deliver(batch)
+                await self._deliver(
+                    b"".join(p.payload for p in parts), sum(p.span_count for p in parts)
+                )
             finally:
                 self._in_flight -= 1
-                self._release(batch)
+                for part in parts:
+                    self._release(part)
+
+    def _take_waiting(self) -> list[Prepared]:
+        """The oldest batch, plus those behind it that fit in one export request.
+
+        Encoded requests concatenate into one valid request (repeated fields append), so
+        when the next hop is slower than the senders, fewer and larger exports go out.
+        """
+        parts = [self._waiting.popleft()]
+        size = len(parts[0].payload)
+        limit = self._config.max_request_bytes
+        while self._waiting and size + len(self._waiting[0].payload) <= limit:
+            self._tokens.get_nowait()  # one token per batch: it is there
+            parts.append(self._waiting.popleft())
+            size += len(parts[-1].payload)
+        return parts
 
     def _release(self, batch: Prepared) -> None:
         self._held_spans -= batch.span_count
@@ -170,13 +194,13 @@ class Forwarder:
         if not self._held_batches:
             self._idle.set()
 
-    async def _deliver(self, batch: Prepared) -> None:
+    async def _deliver(self, payload: bytes, span_count: int) -> None:
         started = self._clock()
         attempt = 0
         while True:
-            result = await self._sender.send(batch.payload, self._config.timeout_s)
+            result = await self._sender.send(payload, self._config.timeout_s)
             if result.outcome is SendOutcome.DELIVERED:
-                self._count_delivered(batch, result.rejected_spans, result.detail)
+                self._count_delivered(span_count, result.rejected_spans, result.detail)
                 return
             delay = next_delay_s(
                 self._config.retry, result, attempt, self._clock() - started, self._jitter()
@@ -187,10 +211,10 @@ class Forwarder:
                     if result.outcome is SendOutcome.PERMANENT
                     else FailureReason.RETRIES_EXHAUSTED
                 )
-                self._metrics.send_failed_spans.labels(reason).inc(batch.span_count)
+                self._metrics.send_failed_spans.labels(reason).inc(span_count)
                 log.error(
                     "dropped %d spans bound for %s after %d attempt(s): %s (%s)",
-                    batch.span_count,
+                    span_count,
                     self.target,
                     attempt + 1,
                     reason.value,
@@ -202,14 +226,14 @@ class Forwarder:
                 "next hop %s: %s; retrying %d spans in %.1fs",
                 self.target,
                 result.detail,
-                batch.span_count,
+                span_count,
                 delay,
             )
             attempt += 1
             await self._sleep(delay)
 
-    def _count_delivered(self, batch: Prepared, rejected: int, detail: str) -> None:
-        taken = batch.span_count - min(rejected, batch.span_count)
+    def _count_delivered(self, span_count: int, rejected: int, detail: str) -> None:
+        taken = span_count - min(rejected, span_count)
         self._delivered_spans += taken
         self._metrics.sent_spans.inc(taken)
         if rejected:
@@ -218,7 +242,7 @@ class Forwarder:
                 "next hop %s rejected %d of %d spans: %s",
                 self.target,
                 rejected,
-                batch.span_count,
+                span_count,
                 detail,
             )
 
@@ -232,8 +256,8 @@ class Forwarder:
         for task in self._consumers:
             task.cancel()
         await asyncio.gather(*self._consumers, return_exceptions=True)
-        while not self._queue.empty():
-            self._release(self._queue.get_nowait())
+        while self._waiting:
+            self._release(self._waiting.popleft())
         if undelivered_spans:
             self._metrics.send_failed_spans.labels(FailureReason.SHUTDOWN).inc(undelivered_spans)
         await self._sender.close()
