@@ -58,20 +58,18 @@ class Intake:
     def _admit(self, prepared: Prepared, transport: Transport) -> IntakeResult:
         metrics = self._metrics
         metrics.stage_requests.labels(prepared.path.value).inc()
+        # OTLP: an empty request is answered with success; there is nothing to forward.
+        if prepared.span_count and self._downstream.offer(prepared) is not Admission.ACCEPTED:
+            metrics.refused_spans.labels(transport).inc(prepared.span_count)
+            metrics.requests.labels(transport, "refused").inc()
+            return IntakeResult(
+                IntakeOutcome.REFUSED, ExportTraceServiceResponse(), self._downstream.retry_after_s
+            )
         response = ExportTraceServiceResponse()
         if prepared.rejected_spans:
             response.partial_success.rejected_spans = prepared.rejected_spans
             response.partial_success.error_message = prepared.rejection_message
             metrics.rejected_spans.labels(transport).inc(prepared.rejected_spans)
-        if prepared.span_count == 0:
-            # OTLP: an empty request is answered with success; there is nothing to forward.
-            metrics.requests.labels(transport, "success").inc()
-            return IntakeResult(IntakeOutcome.ACCEPTED, response)
-        admission = self._downstream.offer(prepared)
-        if admission is not Admission.ACCEPTED:
-            metrics.refused_spans.labels(transport).inc(prepared.span_count)
-            metrics.requests.labels(transport, "refused").inc()
-            return IntakeResult(IntakeOutcome.REFUSED, response, self._downstream.retry_after_s)
         metrics.accepted_spans.labels(transport).inc(prepared.span_count)
         metrics.requests.labels(transport, "success").inc()
         return IntakeResult(IntakeOutcome.ACCEPTED, response)

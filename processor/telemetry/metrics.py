@@ -9,10 +9,14 @@ by a collector, never copied.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:  # the forwarder imports this module to count; this only names its type
+    from processor.forward.queue import QueueStats
 
 PREFIX = "mcp_breaker"
 
@@ -71,7 +75,7 @@ class SelfMetrics:
 class QueueCollector(Collector):
     """Reads the forwarder's queue at scrape time."""
 
-    def __init__(self, read: Callable[[], object]) -> None:
+    def __init__(self, read: Callable[[], QueueStats]) -> None:
         self._read = read
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
