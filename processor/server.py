@@ -14,12 +14,15 @@ import asyncio
 import logging
 import signal
 import socket
+from collections.abc import Sequence
 
 import grpc
 from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
+from processor.analyze import Analyzer, EventSink
+from processor.classify.classifier import Classifier
 from processor.config import ServiceConfig, split_endpoint
 from processor.errors import StartupError
 from processor.forward.queue import Downstream, DrainReport, Forwarder, Release
@@ -35,6 +38,7 @@ log = logging.getLogger(__name__)
 
 # In-flight export RPCs get this long to finish once the receivers stop.
 RECEIVER_STOP_GRACE_S = 5.0
+TICK_INTERVAL_S = 0.5  # most often held calls are checked for expiry
 
 
 def _listen(endpoint: str, what: str) -> socket.socket:
@@ -56,11 +60,18 @@ class Service:
         registry: CollectorRegistry | None = None,
         stage: Stage | None = None,
         sender: Sender | None = None,
+        event_sinks: Sequence[EventSink] = (),
     ) -> None:
         self.config = config
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = SelfMetrics(self.registry)
-        self.stage = stage if stage is not None else Stage()
+        self.analyzer = Analyzer(Classifier(config.classify), event_sinks)
+        self.stage = (
+            stage
+            if stage is not None
+            else Stage((self.analyzer,), on_hook_error=self.metrics.stage_errors.inc)
+        )
+        self._ticker: asyncio.Task[None] | None = None
         self._sender = sender
         self.forwarder: Forwarder | None = None
         self.ports: dict[str, int] = {}
@@ -91,6 +102,7 @@ class Service:
         if config.telemetry.enabled:
             app = telemetry_http.make_app(self.registry, self.readiness)
             await self._start_http("telemetry", app, config.telemetry.metrics_endpoint)
+        self._ticker = asyncio.create_task(self._tick(), name="classify-expiry")
         self._started = True
         self._log_started()
 
@@ -126,6 +138,14 @@ class Service:
         await web.SockSite(runner, sock).start()
         self._runners[name] = runner
         self.ports[name] = sock.getsockname()[1]
+
+    async def _tick(self) -> None:
+        # Calls held for their other half are decided when the wait runs out, even if no
+        # further request arrives to notice it.
+        interval = min(TICK_INTERVAL_S, self.config.classify.pair_wait_s / 4)
+        while True:
+            await asyncio.sleep(interval)
+            self.analyzer.tick()
 
     def _log_started(self) -> None:
         receivers = ", ".join(
@@ -165,6 +185,9 @@ class Service:
             await self._grpc_server.stop(RECEIVER_STOP_GRACE_S)
         if "otlp_http" in self._runners:
             await self._runners.pop("otlp_http").cleanup()
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self.analyzer.flush()
         report = None
         if self.forwarder is not None:
             grace = self.config.forward.shutdown_grace_s

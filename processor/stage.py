@@ -11,6 +11,7 @@ run over it, and it is serialized again.
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,8 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from processor.errors import InvalidRequest
+
+log = logging.getLogger(__name__)
 
 # Byte strings that every supported MCP dialect writes somewhere in an MCP span: attribute
 # keys ("mcp.method.name", "mcp.tool.name"), span names ("mcp.tool.call", "tools/list.mcp"),
@@ -139,10 +142,14 @@ class Stage:
     """Turns a decoded request into what is forwarded; the hooks are later issues' work."""
 
     def __init__(
-        self, hooks: Sequence[SpanHook] = (), markers: Sequence[bytes] = MCP_MARKERS
+        self,
+        hooks: Sequence[SpanHook] = (),
+        markers: Sequence[bytes] = MCP_MARKERS,
+        on_hook_error: Callable[[], object] = lambda: None,
     ) -> None:
         self._hooks = tuple(hooks)
         self._markers = tuple(markers)
+        self._on_hook_error = on_hook_error
 
     def from_protobuf(self, payload: bytes) -> Prepared:
         """The gRPC and protobuf-over-HTTP entry: bytes in, bytes out; raises InvalidRequest."""
@@ -154,7 +161,11 @@ class Stage:
         """The entry for requests already decoded (OTLP/JSON, and the MCP-bearing path)."""
         rejected = reject_invalid_spans(request)
         for hook in self._hooks:
-            hook(request)
+            try:
+                hook(request)
+            except Exception:  # a bug in analysis must not cost the sender its spans
+                self._on_hook_error()
+                log.exception("span analysis failed; forwarding the request as it is")
         span_count = sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
         message = (
             f"{rejected} span(s) rejected: trace_id must be {TRACE_ID_BYTES} and span_id "

@@ -24,6 +24,8 @@ def as_yaml(value: object) -> str:
         return str(value).lower()
     if isinstance(value, enum.Enum):
         return str(value.value)
+    if isinstance(value, tuple):
+        return "[" + ", ".join(value) + "]"
     return '""' if value == "" else "{}" if value == {} else str(value)
 
 

@@ -2,6 +2,7 @@
 
 from processor.config.load import ENV_PREFIX, env_var_name, leaf_keys, load_config
 from processor.config.model import (
+    ClassifyConfig,
     Compression,
     ForwardConfig,
     ForwardProtocol,
@@ -19,6 +20,7 @@ from processor.config.model import (
 
 __all__ = [
     "ENV_PREFIX",
+    "ClassifyConfig",
     "Compression",
     "ForwardConfig",
     "ForwardProtocol",

@@ -163,6 +163,8 @@ def _coerce(value: Any, kind: Any) -> Any:
             raise ValueError(f"expected one of {allowed}") from None
     if typing.get_origin(kind) is dict:
         return _coerce_mapping(value)
+    if typing.get_origin(kind) is tuple:
+        return _coerce_names(value)
     raise TypeError(f"unsupported type {kind!r}")  # a programming error in the model
 
 
@@ -178,6 +180,17 @@ def _coerce_mapping(value: Any) -> dict[str, str]:
     if value is None:
         return {}
     raise ValueError("expected a mapping")
+
+
+def _coerce_names(value: Any) -> tuple[str, ...]:
+    # Environment form: "a,b,c".
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        return tuple(str(v) for v in value)
+    if value is None:
+        return ()
+    raise ValueError("expected a list of strings")
 
 
 def _build(cls: type, prefix: Leaf, values: Mapping[Leaf, Any]) -> Any:

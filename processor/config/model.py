@@ -9,6 +9,7 @@ collects them all so a person fixes a file in one pass. Nothing is clamped silen
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 # --- receivers ----------------------------------------------------------------------------
@@ -36,6 +37,15 @@ DEFAULT_RETRY_MULTIPLIER = 1.5
 DEFAULT_RETRY_RANDOMIZATION = 0.5  # each delay is drawn from [d*(1-r), d*(1+r)]
 DEFAULT_RETRY_MAX_ELAPSED_S = 300.0  # 0 means retry until shutdown
 DEFAULT_SHUTDOWN_GRACE_S = 10.0
+
+# --- classification -----------------------------------------------------------------------
+DEFAULT_TURN_KEYS = ("mcp.turn.id",)  # span attributes naming the turn; else the trace id
+DEFAULT_ROUND_KEYS = ("mcp.turn.round",)
+DEFAULT_PAIR_WAIT_S = 2.0  # as the Collector's servicegraph connector holds an unpaired span
+DEFAULT_MAX_PENDING_CALLS = 10_000
+DEFAULT_MAX_SEEN_SPANS = 200_000
+DEFAULT_SEEN_TTL_S = 600.0  # an exporter's retry of the same spans comes within minutes
+DEFAULT_MAX_SESSIONS = 10_000
 
 # --- self-telemetry and logs --------------------------------------------------------------
 DEFAULT_METRICS_ENDPOINT = "0.0.0.0:9464"
@@ -222,6 +232,46 @@ class ForwardConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ClassifyConfig:
+    """Reading MCP spans: turn keys, pairing of client and server spans, identity."""
+
+    turn_keys: tuple[str, ...] = DEFAULT_TURN_KEYS
+    round_keys: tuple[str, ...] = DEFAULT_ROUND_KEYS
+    # How long the undecided half of a call waits for its other half before it is decided
+    # alone (the mcp SDK 2.x client span says nothing about the outcome; its server span does).
+    pair_wait_s: float = DEFAULT_PAIR_WAIT_S
+    max_pending_calls: int = DEFAULT_MAX_PENDING_CALLS
+    # Spans already read are remembered this long, so a span exported twice counts once.
+    max_seen_spans: int = DEFAULT_MAX_SEEN_SPANS
+    seen_ttl_s: float = DEFAULT_SEEN_TTL_S
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    # The last resort for naming a call's server: tool name -> server name.
+    tool_servers: dict[str, str] = field(default_factory=dict)
+    # Regular expressions over a result's text that mark a failure hidden under isError false.
+    hidden_failure_patterns: tuple[str, ...] = ()
+
+    def validate(self, prefix: str) -> list[str]:
+        problems = []
+        for key in ("pair_wait_s", "seen_ttl_s"):
+            if getattr(self, key) <= 0:
+                problems.append(f"{prefix}.{key}: must be positive, got {getattr(self, key)}")
+        for key in ("max_pending_calls", "max_seen_spans", "max_sessions"):
+            if getattr(self, key) <= 0:
+                problems.append(f"{prefix}.{key}: must be positive, got {getattr(self, key)}")
+        if not self.turn_keys:
+            problems.append(f"{prefix}.turn_keys: must name at least one attribute")
+        for pattern in self.hidden_failure_patterns:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                problems.append(
+                    f"{prefix}.hidden_failure_patterns: {pattern!r} is not a valid regular "
+                    f"expression ({error})"
+                )
+        return problems
+
+
+@dataclass(frozen=True, kw_only=True)
 class TelemetryConfig:
     """Self-telemetry: Prometheus /metrics, /healthz and /readyz on one port."""
 
@@ -253,6 +303,7 @@ class ServiceConfig:
 
     receivers: ReceiversConfig = field(default_factory=ReceiversConfig)
     forward: ForwardConfig = field(default_factory=ForwardConfig)
+    classify: ClassifyConfig = field(default_factory=ClassifyConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
@@ -260,6 +311,7 @@ class ServiceConfig:
         return (
             self.receivers.validate("receivers")
             + self.forward.validate("forward")
+            + self.classify.validate("classify")
             + self.telemetry.validate("telemetry")
             + self.log.validate("log")
         )

@@ -52,6 +52,10 @@ class SelfMetrics:
             "Requests by stage path: passthrough (forwarded as received) or parsed.",
             ("path",),
         )
+        self.stage_errors = counter(
+            "stage_errors",
+            "Requests whose span analysis failed; they were forwarded without it.",
+        )
         self.sent_spans = counter("exporter_sent_spans", "Spans the next hop accepted.")
         self.send_failed_spans = counter(
             "exporter_send_failed_spans",

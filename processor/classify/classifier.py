@@ -1,0 +1,257 @@
+"""Classification: the spans of a request in, normalized events out.
+
+Pure logic with the clock passed in. It pairs the client and server spans of one call
+(matched by parent/child ids across processes, or by JSON-RPC request id), holding an
+undecided half for at most ``pair_wait_s``; it drops a span it has already seen; and it
+resolves which server a call went to. Every map here is bounded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from cachetools import LRUCache, TTLCache
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from processor.classify.dialects import Kind, Reading, may_be_mcp, read
+from processor.classify.events import (
+    Event,
+    FailureClass,
+    Outcome,
+    Side,
+    ToolCall,
+    ToolListing,
+    Verdict,
+)
+from processor.classify.fingerprint import fingerprint
+from processor.classify.listing import listing_counts
+from processor.classify.outcome import judge
+from processor.classify.spanview import AttributeValue, read_attributes, view
+from processor.config import ClassifyConfig
+
+SERVER_SEPARATOR = "__"  # "playwright__browser_navigate": the server__tool convention
+
+_RANK = {Outcome.NEUTRAL: 3, Outcome.FAILED: 3, Outcome.OK: 1, Outcome.UNKNOWN: 0}
+
+
+def more_informative(a: Verdict, b: Verdict) -> Verdict:
+    """The verdict of a pair: a failure beats a success beats silence; a specific class
+    beats the generic ``tool_error``."""
+    if _RANK[a.outcome] != _RANK[b.outcome]:
+        return a if _RANK[a.outcome] > _RANK[b.outcome] else b
+    if a.failure_class is FailureClass.TOOL_ERROR and b.failure_class not in (
+        None,
+        a.failure_class,
+    ):
+        return b
+    return a
+
+
+@dataclass(slots=True)
+class _Pending:
+    reading: Reading
+    verdict: Verdict
+    keys: tuple[tuple[object, ...], ...]
+    arrived: float
+
+
+class Classifier:
+    def __init__(self, config: ClassifyConfig | None = None) -> None:
+        self.config = config or ClassifyConfig()
+        self._now = 0.0
+        self._patterns = tuple(re.compile(p) for p in self.config.hidden_failure_patterns)
+        # Undecided halves of calls, oldest first, under each of their pairing keys.
+        self._pending: OrderedDict[tuple[object, ...], _Pending] = OrderedDict()
+        # Keys of calls already emitted, so their other half is absorbed, not counted twice.
+        self._done: TTLCache[tuple[object, ...], bool] = TTLCache(
+            self.config.max_pending_calls * 2, self.config.pair_wait_s * 30, timer=self._clock
+        )
+        self._seen: TTLCache[tuple[bytes, bytes], bool] = TTLCache(
+            self.config.max_seen_spans, self.config.seen_ttl_s, timer=self._clock
+        )
+        self._sessions: LRUCache[str, str] = LRUCache(self.config.max_sessions)
+
+    def _clock(self) -> float:
+        return self._now
+
+    @property
+    def pending_calls(self) -> int:
+        return len({id(p) for p in self._pending.values()})
+
+    def classify(self, request: ExportTraceServiceRequest, now: float) -> list[Event]:
+        self._now = now
+        events: list[Event] = []
+        for resource_spans in request.resource_spans:
+            resource: dict[str, AttributeValue] | None = None
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    if not may_be_mcp(span.name):
+                        continue
+                    if resource is None:
+                        resource = read_attributes(resource_spans.resource.attributes)
+                    reading = read(view(span, resource, scope_spans.scope.name), self._patterns)
+                    if reading is not None:
+                        events.extend(self._take(reading))
+        events.extend(self.expire(now))
+        return events
+
+    def expire(self, now: float) -> list[Event]:
+        """Calls whose other half did not come within ``pair_wait_s``: decided alone."""
+        self._now = now
+        events: list[Event] = []
+        while self._pending:
+            pending = next(iter(self._pending.values()))
+            full = len(self._pending) > self.config.max_pending_calls
+            if not full and now - pending.arrived < self.config.pair_wait_s:
+                break
+            self._forget(pending)
+            events.append(self._call(pending.reading, None, pending.verdict))
+        return events
+
+    def flush(self) -> list[Event]:
+        """Decide every held call now (at shutdown: nothing is left unreported)."""
+        return self.expire(self._now + self.config.pair_wait_s)
+
+    def _take(self, reading: Reading) -> Iterable[Event]:
+        span = reading.span
+        seen_key = (span.trace_id, span.span_id)
+        if seen_key in self._seen:
+            return ()  # the same span exported twice
+        self._seen[seen_key] = True
+        self._learn_session(reading)
+        if reading.kind is Kind.LISTING:
+            # The harness's view of a listing is the client's; a server-side listing span
+            # (fastmcp lists tools to resolve every call) would count the same roster twice.
+            return () if reading.side is Side.SERVER else (self._listing(reading),)
+        verdict = judge(reading.signals)
+        if reading.side is Side.UNSPECIFIED:
+            return (self._call(reading, None, verdict),)
+        keys = _pairing_keys(reading)
+        partner = next((self._pending[k] for k in keys if k in self._pending), None)
+        if partner is not None:
+            self._forget(partner)
+            self._mark_done(keys + partner.keys)
+            merged = more_informative(verdict, partner.verdict)
+            return (self._call(reading, partner.reading, merged),)
+        if any(k in self._done for k in keys):
+            return ()  # the other half already decided this call
+        # A decided half goes out at once, unless it is a client half that cannot name its
+        # server: its server half (fastmcp names itself there) is worth a short wait.
+        named = reading.side is Side.SERVER or self._server(reading.tool, reading) is not None
+        if verdict.decisive and named:
+            self._mark_done(keys)
+            return (self._call(reading, None, verdict),)
+        pending = _Pending(reading, verdict, keys, self._now)
+        for key in keys:
+            self._pending[key] = pending
+        return ()
+
+    def _forget(self, pending: _Pending) -> None:
+        for key in pending.keys:
+            if self._pending.get(key) is pending:
+                del self._pending[key]
+
+    def _mark_done(self, keys: Iterable[tuple[object, ...]]) -> None:
+        for key in keys:
+            self._done[key] = True
+
+    def _learn_session(self, reading: Reading) -> None:
+        if reading.session_id and reading.server:
+            self._sessions[reading.session_id] = reading.server
+
+    def _server(self, tool: str, *readings: Reading | None) -> str | None:
+        for reading in readings:
+            if reading is not None and reading.server:
+                return reading.server
+        prefix, separator, _ = tool.partition(SERVER_SEPARATOR)
+        if separator and prefix:
+            return prefix
+        for reading in readings:
+            if reading is not None and reading.session_id:
+                known = self._sessions.get(reading.session_id)
+                if known:
+                    return known
+        return self.config.tool_servers.get(tool)
+
+    def _turn(self, *readings: Reading | None) -> tuple[str, int | None]:
+        turn = round_ = None
+        for reading in readings:
+            if reading is None:
+                continue
+            attrs = reading.span.attributes
+            turn = turn or next(
+                (str(attrs[k]) for k in self.config.turn_keys if attrs.get(k)), None
+            )
+            if round_ is None:
+                round_ = next(
+                    (
+                        v
+                        for k in self.config.round_keys
+                        if isinstance(v := attrs.get(k), int) and not isinstance(v, bool)
+                    ),
+                    None,
+                )
+        first = next(r for r in readings if r is not None)
+        return turn or first.span.trace_id.hex(), round_
+
+    def _call(self, reading: Reading, partner: Reading | None, verdict: Verdict) -> ToolCall:
+        # The client's view is the harness's: its times, and its identity where it has one.
+        client, other = (
+            (partner, reading) if partner and partner.side is Side.CLIENT else (reading, partner)
+        )
+        tool = client.tool or (other.tool if other else "")
+        server = self._server(tool, client, other)
+        turn, round_ = self._turn(client, other)
+        with_arguments = next((r for r in (client, other) if r and r.has_arguments), None)
+        with_digest = next((r for r in (client, other) if r and r.arguments_digest), None)
+        if with_arguments is not None:
+            print_ = fingerprint(server, tool, with_arguments.arguments)
+        elif with_digest is not None:
+            print_ = fingerprint(server, tool, {"args_hash": with_digest.arguments_digest})
+        else:
+            print_ = None
+        spans = tuple(r.span.span_id for r in (client, other) if r is not None)
+        return ToolCall(
+            turn=turn,
+            round=round_,
+            server=server,
+            tool=tool,
+            fingerprint=print_,
+            verdict=verdict,
+            start_ns=client.span.start_ns,
+            end_ns=client.span.end_ns,
+            trace_id=client.span.trace_id,
+            span_ids=spans,
+            dialect=client.dialect,
+        )
+
+    def _listing(self, reading: Reading) -> ToolListing:
+        turn, round_ = self._turn(reading)
+        counts, problems = listing_counts(reading.counts)
+        return replace(
+            ToolListing(
+                turn=turn,
+                round=round_,
+                server=reading.server or self._sessions.get(reading.session_id or ""),
+                start_ns=reading.span.start_ns,
+                end_ns=reading.span.end_ns,
+                trace_id=reading.span.trace_id,
+                span_ids=(reading.span.span_id,),
+                dialect=reading.dialect,
+                problems=problems,
+            ),
+            **counts,
+        )
+
+
+def _pairing_keys(reading: Reading) -> tuple[tuple[object, ...], ...]:
+    span = reading.span
+    # A server span's parent is the client span that carried the request (W3C traceparent).
+    own = span.span_id if reading.side is Side.CLIENT else span.parent_span_id
+    keys: list[tuple[object, ...]] = [("span", span.trace_id, own)] if own else []
+    if reading.request_id is not None:
+        keys.append(("request", span.trace_id, reading.request_id, reading.tool))
+    return tuple(keys)

@@ -1,0 +1,309 @@
+"""Dialect readers: one span, as some instrumentation wrote it, to a Reading.
+
+A Reading is what one span says about one call or one listing, before pairing and
+identity resolution. Each reader knows where its dialect keeps the tool name, the
+arguments, the result and the outcome signals (see docs/conventions.md for the table).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from processor.classify.events import Dialect, Side
+from processor.classify.outcome import Signals
+from processor.classify.spanview import AttributeValue, SpanView, loads
+
+CALL_METHOD = "tools/call"
+LIST_METHOD = "tools/list"
+HARNESS_CALL = "mcp.tool.call"
+HARNESS_LIST = "mcp.tools.list"
+SDK_CLIENT_PREFIX = "MCP send "  # the official mcp SDK 2.x client span names
+MCP_SDK_SCOPE = "mcp-python-sdk"  # instrumentation scope names
+FASTMCP_SCOPE = "fastmcp"
+LOGFIRE_PREFIX = "MCP request: "
+TRACELOOP_TOOL_SUFFIX = ".tool"
+TRACELOOP_MCP_SUFFIX = ".mcp"
+
+# Span names that can belong to an MCP call or listing in some dialect. Only spans whose
+# name matches are read further; every other span costs one string test.
+_NAME_PREFIXES = ("mcp.tool", "tools/", "MCP ")
+_NAME_SUFFIXES = (TRACELOOP_TOOL_SUFFIX, TRACELOOP_MCP_SUFFIX)
+
+
+def may_be_mcp(name: str) -> bool:
+    return name.startswith(_NAME_PREFIXES) or name.endswith(_NAME_SUFFIXES)
+
+
+class Kind(enum.Enum):
+    CALL = "call"
+    LISTING = "listing"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reading:
+    kind: Kind
+    dialect: Dialect
+    side: Side
+    span: SpanView
+    tool: str = ""
+    server: str | None = None
+    arguments: Any = None
+    has_arguments: bool = False
+    arguments_digest: str | None = None  # a harness's own hash of the arguments
+    signals: Signals = field(default_factory=Signals)
+    request_id: str | None = None
+    session_id: str | None = None
+    counts: dict[str, AttributeValue] = field(default_factory=dict)  # listing attributes
+
+
+def read(span: SpanView, hidden_patterns: Sequence[re.Pattern[str]] = ()) -> Reading | None:
+    """The Reading of an MCP span, or None for a span that is not a call or a listing."""
+    name = span.name
+    if name in (HARNESS_CALL, HARNESS_LIST):
+        return _harness(span, hidden_patterns)
+    if span.attributes.get("traceloop.span.kind") == "tool" and name.endswith(
+        TRACELOOP_TOOL_SUFFIX
+    ):
+        return _traceloop_call(span, hidden_patterns)
+    if name == LIST_METHOD + TRACELOOP_MCP_SUFFIX:
+        return _traceloop_listing(span)
+    if name.startswith(LOGFIRE_PREFIX):
+        return _logfire(span, hidden_patterns)
+    method = span.text("mcp.method.name")
+    if method in (CALL_METHOD, LIST_METHOD):
+        return _semconv(span, method, hidden_patterns)
+    return None
+
+
+def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
+    attrs = span.attributes
+    if span.name == HARNESS_LIST:
+        counts = {
+            k.removeprefix("mcp.tools."): v
+            for k, v in attrs.items()
+            if k.startswith("mcp.tools.") or k.startswith("mcp.namespaces.")
+        }
+        return Reading(
+            kind=Kind.LISTING,
+            dialect=Dialect.HARNESS,
+            side=Side.UNSPECIFIED,
+            span=span,
+            server=span.text("mcp.server.name"),
+            counts=counts,
+            session_id=span.text("mcp.session.id"),
+        )
+    result = loads(attrs.get("mcp.tool.result"))
+    raw_arguments = attrs.get("mcp.tool.arguments")
+    arguments = loads(raw_arguments)
+    return Reading(
+        kind=Kind.CALL,
+        dialect=Dialect.HARNESS,
+        side=Side.UNSPECIFIED,
+        span=span,
+        tool=span.text("mcp.tool.name") or "",
+        server=span.text("mcp.server.name"),
+        arguments=arguments,
+        has_arguments=raw_arguments is not None and arguments is not None,
+        arguments_digest=span.text("mcp.tool.args_hash"),
+        signals=Signals(
+            outcome_attribute=span.text("mcp.tool.outcome"),
+            failure_class_attribute=span.text("mcp.tool.failure_class"),
+            error_type=span.text("error.type"),
+            status_error=span.is_error,
+            status_message=span.text("mcp.tool.error") or span.status_message,
+            exceptions=span.exceptions,
+            is_error=_bool(attrs.get("mcp.tool.is_error")),
+            result_body=result,
+            result_text=_text_of(result) if result is not None else "",
+            hidden_patterns=patterns,
+        ),
+        request_id=span.text("jsonrpc.request.id"),
+        session_id=span.text("mcp.session.id"),
+    )
+
+
+def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -> Reading:
+    attrs = span.attributes
+    fastmcp = span.scope == FASTMCP_SCOPE or any(k.startswith("fastmcp.") for k in attrs)
+    sdk_client = span.name.startswith(SDK_CLIENT_PREFIX)
+    sdk = sdk_client or span.scope == MCP_SDK_SCOPE
+    dialect = Dialect.FASTMCP if fastmcp else Dialect.MCP_SDK if sdk else Dialect.SEMCONV
+    if span.is_client or sdk_client:
+        side = Side.CLIENT
+    elif span.is_server:
+        side = Side.SERVER
+    else:
+        side = Side.UNSPECIFIED
+    tool = span.text("gen_ai.tool.name") or _tool_from_name(span.name, method)
+    server = span.text("mcp.server.name") or span.text("fastmcp.server.name")
+    if method == LIST_METHOD:
+        return Reading(
+            kind=Kind.LISTING,
+            dialect=dialect,
+            side=side,
+            span=span,
+            server=server,
+            session_id=span.text("mcp.session.id"),
+        )
+    raw_arguments = attrs.get("gen_ai.tool.call.arguments")
+    arguments = loads(raw_arguments)
+    result = loads(attrs.get("gen_ai.tool.call.result"))
+    rpc_code = span.text("rpc.response.status_code") or span.text("rpc.jsonrpc.error_code")
+    return Reading(
+        kind=Kind.CALL,
+        dialect=dialect,
+        side=side,
+        span=span,
+        tool=tool,
+        server=server,
+        arguments=arguments,
+        has_arguments=raw_arguments is not None and arguments is not None,
+        signals=Signals(
+            error_type=span.text("error.type"),
+            rpc_code=_int(rpc_code),
+            status_error=span.is_error,
+            status_ok=span.is_ok,
+            status_message=span.status_message,
+            exceptions=span.exceptions,
+            result_body=result,
+            result_text=_text_of(result) if result is not None else "",
+            # The mcp SDK 2.x leaves its client span UNSET even when the tool failed; the
+            # server span, and every other dialect's spans, set error.type on failure.
+            silence_means_ok=not sdk_client,
+            hidden_patterns=patterns,
+        ),
+        request_id=span.text("jsonrpc.request.id"),
+        session_id=span.text("mcp.session.id"),
+    )
+
+
+def _traceloop_call(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
+    attrs = span.attributes
+    given = loads(attrs.get("traceloop.entity.input"))
+    given = given if isinstance(given, dict) else {}
+    output = loads(attrs.get("traceloop.entity.output"))
+    output = output if isinstance(output, dict) else {}
+    result = output.get("result")
+    body = loads(result) if isinstance(result, str) else result
+    has_arguments = "arguments" in given
+    return Reading(
+        kind=Kind.CALL,
+        dialect=Dialect.TRACELOOP,
+        side=Side.CLIENT,
+        span=span,
+        tool=span.text("traceloop.entity.name")
+        or str(given.get("tool_name") or "")
+        or span.name.removesuffix(TRACELOOP_TOOL_SUFFIX),
+        arguments=given.get("arguments"),
+        has_arguments=has_arguments,
+        signals=Signals(
+            error_type=span.text("error.type"),
+            status_error=span.is_error,
+            status_ok=span.is_ok,
+            status_message=span.status_message,
+            exceptions=span.exceptions,
+            is_error=_bool(output.get("is_error")) if output else None,
+            result_body=body,
+            result_text=_text_of(result) if result is not None else "",
+            silence_means_ok=bool(output),
+            hidden_patterns=patterns,
+        ),
+    )
+
+
+def _traceloop_listing(span: SpanView) -> Reading:
+    output = loads(span.attributes.get("traceloop.entity.output"))
+    tools = output.get("tools") if isinstance(output, dict) else None
+    counts: dict[str, AttributeValue] = {}
+    if isinstance(tools, list):
+        counts["listed"] = len(tools)
+    return Reading(
+        kind=Kind.LISTING, dialect=Dialect.TRACELOOP, side=Side.CLIENT, span=span, counts=counts
+    )
+
+
+def _logfire(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading | None:
+    attrs = span.attributes
+    request = loads(attrs.get("request"))
+    request = request if isinstance(request, dict) else {}
+    method = str(request.get("method") or span.name.removeprefix(LOGFIRE_PREFIX).split(" ")[0])
+    if method not in (CALL_METHOD, LIST_METHOD):
+        return None
+    if method == LIST_METHOD:
+        return Reading(kind=Kind.LISTING, dialect=Dialect.LOGFIRE, side=Side.CLIENT, span=span)
+    params = request.get("params")
+    params = params if isinstance(params, dict) else {}
+    response = loads(attrs.get("response"))
+    response = response if isinstance(response, dict) else {}
+    structured = response.get("structuredContent")
+    text = _text_of(response.get("content")) if response else ""
+    body = structured if structured is not None else loads(text) if text else None
+    return Reading(
+        kind=Kind.CALL,
+        dialect=Dialect.LOGFIRE,
+        side=Side.SERVER if span.is_server else Side.CLIENT,
+        span=span,
+        tool=str(params.get("name") or _tool_from_name(span.name, method)),
+        arguments=params.get("arguments"),
+        has_arguments="arguments" in params,
+        signals=Signals(
+            error_type=span.text("error.type"),
+            status_error=span.is_error,
+            status_ok=span.is_ok,
+            status_message=span.status_message,
+            exceptions=span.exceptions,
+            is_error=_bool(response.get("isError")) if response else None,
+            result_body=body,
+            result_text=text,
+            silence_means_ok=bool(response),
+            hidden_patterns=patterns,
+        ),
+        request_id=_str(request.get("id")),
+    )
+
+
+def _tool_from_name(name: str, method: str) -> str:
+    """'tools/call x', 'MCP send tools/call x', 'MCP request: tools/call x' -> 'x'."""
+    _, found, rest = name.partition(method)
+    return rest.strip() if found else ""
+
+
+def _text_of(value: Any) -> str:
+    """The first text of a result: a string, an MCP content list, or a JSON value."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict) and isinstance(item.get("text"), str):
+                return str(item["text"])
+        return ""
+    if isinstance(value, dict):
+        content = value.get("content")
+        if content is not None:
+            return _text_of(content)
+        message = value.get("message")
+        return message if isinstance(message, str) else ""
+    return ""
+
+
+def _bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return None
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    text = value.strip()
+    return int(text) if text.lstrip("-").isdigit() and len(text) < 12 else None
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None or isinstance(value, (dict, list)) else str(value)

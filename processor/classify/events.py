@@ -1,0 +1,112 @@
+"""The normalized events classification produces: a tool call, or a tool listing.
+
+Everything downstream (the breaker, roster health, metrics, advisories) reads these and
+never a raw span. Raw arguments are not in here: only their fingerprint.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Outcome(enum.StrEnum):
+    OK = "ok"
+    FAILED = "failed"
+    NEUTRAL = "neutral"  # the user or the harness stopped it: neither failure nor success
+    UNKNOWN = "unknown"  # no outcome signal at all: never guessed
+
+
+class FailureClass(enum.StrEnum):
+    TRANSPORT = "transport"  # session closed, connection refused/reset, upstream unavailable
+    TIMEOUT = "timeout"
+    TOOL_ERROR = "tool_error"  # the tool ran and reported failure
+    PROTOCOL = "protocol"  # a JSON-RPC error such as -32602 invalid params
+    UNKNOWN_TOOL = "unknown_tool"  # -32601, "tool not found"
+    HIDDEN = "hidden"  # isError false around a typed failure body
+
+
+class NeutralReason(enum.StrEnum):
+    DECLINED = "declined"  # the user refused permission
+    DISMISSED = "dismissed"  # the user dismissed a question
+    CANCELLED = "cancelled"  # the harness interrupted the call
+
+
+class Dialect(enum.StrEnum):
+    HARNESS = "harness"  # our convention: mcp.tool.call / mcp.tools.list
+    SEMCONV = "semconv"  # OpenTelemetry MCP semantic conventions
+    MCP_SDK = "mcp_sdk"  # the official mcp Python SDK 2.x (semconv plus its quirks)
+    FASTMCP = "fastmcp"
+    TRACELOOP = "traceloop"  # OpenLLMetry's opentelemetry-instrumentation-mcp
+    LOGFIRE = "logfire"
+
+
+class Side(enum.StrEnum):
+    CLIENT = "client"  # the harness's view of the call
+    SERVER = "server"  # the tool server's view
+    UNSPECIFIED = "unspecified"  # one span tells the whole call (harness, traceloop)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """What a span (or a pair of spans) says about how a call ended."""
+
+    outcome: Outcome
+    failure_class: FailureClass | None = None
+    neutral_reason: NeutralReason | None = None
+    error_excerpt: str = ""  # redacted, length-capped; built only for failures and neutrals
+
+    @property
+    def decisive(self) -> bool:
+        return self.outcome is not Outcome.UNKNOWN
+
+
+UNKNOWN_VERDICT = Verdict(outcome=Outcome.UNKNOWN)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    turn: str  # mcp.turn.id (or a configured key), else the trace id in hex
+    round: int | None
+    server: str | None
+    tool: str
+    fingerprint: str | None  # None when no arguments were recorded; never a made-up one
+    verdict: Verdict
+    start_ns: int
+    end_ns: int
+    trace_id: bytes
+    span_ids: tuple[bytes, ...]  # every span the call was read from
+    dialect: Dialect
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.verdict.outcome
+
+    @property
+    def failure_class(self) -> FailureClass | None:
+        return self.verdict.failure_class
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolListing:
+    turn: str
+    round: int | None
+    server: str | None
+    configured: int | None = None
+    listed: int | None = None
+    reached: int | None = None
+    cached: bool | None = None
+    unavailable: int | None = None
+    registered: int | None = None
+    offered: int | None = None
+    namespaces_connected: tuple[str, ...] | None = None
+    namespaces_attached: tuple[str, ...] | None = None
+    problems: tuple[str, ...] = ()  # attributes that were present but malformed
+    start_ns: int
+    end_ns: int
+    trace_id: bytes
+    span_ids: tuple[bytes, ...]
+    dialect: Dialect
+
+
+Event = ToolCall | ToolListing

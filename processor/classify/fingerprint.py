@@ -1,0 +1,49 @@
+"""The fingerprint of a call: which server, which tool, which arguments, as one short hash.
+
+Two calls with the same fingerprint are the same call, byte-identical or not: the JSON is
+made canonical first (sorted keys, no whitespace, 2.0 written as 2). Absent arguments
+give no fingerprint at all, never a made-up one; raw arguments never leave this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+FINGERPRINT_HEX_CHARS = 32  # 128 bits: collisions are not a concern at any traffic we see
+MAX_DEPTH = 32  # arguments nested deeper than this are hashed as their text
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(
+        _normalize(value, 0), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+
+
+def fingerprint(server: str | None, tool: str, arguments: Any) -> str:
+    """The hex fingerprint of a call; ``arguments`` is the decoded JSON value."""
+    digest = hashlib.sha256()
+    for part in (server or "", tool, canonical_json(arguments)):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")  # a separator no part can contain unescaped
+    return digest.hexdigest()[:FINGERPRINT_HEX_CHARS]
+
+
+def _normalize(value: Any, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        return repr(value)
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+            return int(value)  # 2.0 and 2 are the same argument to a JSON peer
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, dict):
+        return {str(k): _normalize(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalize(v, depth + 1) for v in value]
+    return repr(value)
