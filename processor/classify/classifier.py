@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from cachetools import LRUCache, TTLCache
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from processor.classify.dialects import Kind, Reading, may_be_mcp, read
+from processor.classify.dialects import (
+    READ_KEYS,
+    READ_PREFIXES,
+    Kind,
+    Reading,
+    may_be_mcp,
+    read,
+)
 from processor.classify.events import (
     Event,
     FailureClass,
@@ -29,7 +36,7 @@ from processor.classify.events import (
 from processor.classify.fingerprint import fingerprint
 from processor.classify.listing import listing_counts
 from processor.classify.outcome import judge
-from processor.classify.spanview import AttributeValue, read_attributes, view
+from processor.classify.spanview import AttributeValue, Wanted, read_attributes, view
 from processor.config import ClassifyConfig
 
 SERVER_SEPARATOR = "__"  # "playwright__browser_navigate": the server__tool convention
@@ -50,11 +57,15 @@ def more_informative(a: Verdict, b: Verdict) -> Verdict:
     return a
 
 
+PairKey = tuple[object, ...]
+
+
 @dataclass(slots=True)
 class _Pending:
     reading: Reading
     verdict: Verdict
-    keys: tuple[tuple[object, ...], ...]
+    offered: tuple[PairKey, ...]  # the keys this half is found by
+    sought: tuple[PairKey, ...]  # the keys its other half would be found by
     arrived: float
 
 
@@ -63,10 +74,14 @@ class Classifier:
         self.config = config or ClassifyConfig()
         self._now = 0.0
         self._patterns = tuple(re.compile(p) for p in self.config.hidden_failure_patterns)
-        # Undecided halves of calls, oldest first, under each of their pairing keys.
-        self._pending: OrderedDict[tuple[object, ...], _Pending] = OrderedDict()
-        # Keys of calls already emitted, so their other half is absorbed, not counted twice.
-        self._done: TTLCache[tuple[object, ...], bool] = TTLCache(
+        self._wanted = Wanted(
+            READ_KEYS | set(self.config.turn_keys) | set(self.config.round_keys), READ_PREFIXES
+        )
+        # Undecided halves of calls, oldest first; and the same, by each key they offer.
+        self._held: OrderedDict[int, _Pending] = OrderedDict()
+        self._by_key: dict[PairKey, _Pending] = {}
+        # Keys of halves still to come for calls already emitted: absorbed, not counted twice.
+        self._done: TTLCache[PairKey, bool] = TTLCache(
             self.config.max_pending_calls * 2, self.config.pair_wait_s * 30, timer=self._clock
         )
         self._seen: TTLCache[tuple[bytes, bytes], bool] = TTLCache(
@@ -79,7 +94,7 @@ class Classifier:
 
     @property
     def pending_calls(self) -> int:
-        return len({id(p) for p in self._pending.values()})
+        return len(self._held)
 
     def classify(self, request: ExportTraceServiceRequest, now: float) -> list[Event]:
         self._now = now
@@ -92,7 +107,8 @@ class Classifier:
                         continue
                     if resource is None:
                         resource = read_attributes(resource_spans.resource.attributes)
-                    reading = read(view(span, resource, scope_spans.scope.name), self._patterns)
+                    span_view = view(span, resource, scope_spans.scope.name, self._wanted)
+                    reading = read(span_view, self._patterns)
                     if reading is not None:
                         events.extend(self._take(reading))
         events.extend(self.expire(now))
@@ -101,19 +117,22 @@ class Classifier:
     def expire(self, now: float) -> list[Event]:
         """Calls whose other half did not come within ``pair_wait_s``: decided alone."""
         self._now = now
-        events: list[Event] = []
-        while self._pending:
-            pending = next(iter(self._pending.values()))
-            full = len(self._pending) > self.config.max_pending_calls
-            if not full and now - pending.arrived < self.config.pair_wait_s:
-                break
-            self._forget(pending)
-            events.append(self._call(pending.reading, None, pending.verdict))
-        return events
+        return self._decide_alone(lambda p: now - p.arrived >= self.config.pair_wait_s)
 
     def flush(self) -> list[Event]:
         """Decide every held call now (at shutdown: nothing is left unreported)."""
-        return self.expire(self._now + self.config.pair_wait_s)
+        return self._decide_alone(lambda p: True)
+
+    def _decide_alone(self, due: Callable[[_Pending], bool]) -> list[Event]:
+        events: list[Event] = []
+        while self._held:
+            pending = next(iter(self._held.values()))
+            if len(self._held) <= self.config.max_pending_calls and not due(pending):
+                break
+            self._forget(pending)
+            self._mark_done(pending.sought)
+            events.append(self._call(pending.reading, None, pending.verdict))
+        return events
 
     def _take(self, reading: Reading) -> Iterable[Event]:
         span = reading.span
@@ -129,32 +148,37 @@ class Classifier:
         verdict = judge(reading.signals)
         if reading.side is Side.UNSPECIFIED:
             return (self._call(reading, None, verdict),)
-        keys = _pairing_keys(reading)
-        partner = next((self._pending[k] for k in keys if k in self._pending), None)
+        offered = _pairing_keys(reading, reading.side)
+        sought = _pairing_keys(reading, _OTHER_SIDE[reading.side])
+        partner = next((self._by_key[k] for k in sought if k in self._by_key), None)
         if partner is not None:
             self._forget(partner)
-            self._mark_done(keys + partner.keys)
             merged = more_informative(verdict, partner.verdict)
             return (self._call(reading, partner.reading, merged),)
-        if any(k in self._done for k in keys):
+        # Absorbed only by its own link when it has one: request ids restart with every
+        # session, so another call may share this one's id (see _pairing_keys).
+        absorbing = offered[:1] if _linked(reading) else offered
+        if any(k in self._done for k in absorbing):
             return ()  # the other half already decided this call
         # A decided half goes out at once, unless it is a client half that cannot name its
         # server: its server half (fastmcp names itself there) is worth a short wait.
         named = reading.side is Side.SERVER or self._server(reading.tool, reading) is not None
         if verdict.decisive and named:
-            self._mark_done(keys)
+            self._mark_done(sought)
             return (self._call(reading, None, verdict),)
-        pending = _Pending(reading, verdict, keys, self._now)
-        for key in keys:
-            self._pending[key] = pending
+        pending = _Pending(reading, verdict, offered, sought, self._now)
+        self._held[id(pending)] = pending
+        for key in offered:
+            self._by_key[key] = pending
         return ()
 
     def _forget(self, pending: _Pending) -> None:
-        for key in pending.keys:
-            if self._pending.get(key) is pending:
-                del self._pending[key]
+        del self._held[id(pending)]
+        for key in pending.offered:
+            if self._by_key.get(key) is pending:
+                del self._by_key[key]
 
-    def _mark_done(self, keys: Iterable[tuple[object, ...]]) -> None:
+    def _mark_done(self, keys: Iterable[PairKey]) -> None:
         for key in keys:
             self._done[key] = True
 
@@ -247,11 +271,24 @@ class Classifier:
         )
 
 
-def _pairing_keys(reading: Reading) -> tuple[tuple[object, ...], ...]:
+_OTHER_SIDE = {Side.CLIENT: Side.SERVER, Side.SERVER: Side.CLIENT}
+
+
+def _linked(reading: Reading) -> bool:
+    span = reading.span
+    return bool(span.span_id if reading.side is Side.CLIENT else span.parent_span_id)
+
+
+def _pairing_keys(reading: Reading, side: Side) -> tuple[PairKey, ...]:
+    """The keys under which the ``side`` half of this reading's call is found.
+
+    Each key names the side it belongs to, so two client halves that happen to share a
+    request id are never taken for a pair.
+    """
     span = reading.span
     # A server span's parent is the client span that carried the request (W3C traceparent).
-    own = span.span_id if reading.side is Side.CLIENT else span.parent_span_id
-    keys: list[tuple[object, ...]] = [("span", span.trace_id, own)] if own else []
+    link = span.span_id if reading.side is Side.CLIENT else span.parent_span_id
+    keys: list[PairKey] = [("span", side, span.trace_id, link)] if link else []
     if reading.request_id is not None:
-        keys.append(("request", span.trace_id, reading.request_id, reading.tool))
+        keys.append(("request", side, span.trace_id, reading.request_id, reading.tool))
     return tuple(keys)

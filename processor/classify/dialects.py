@@ -17,6 +17,8 @@ from processor.classify.events import Dialect, Side
 from processor.classify.outcome import Signals
 from processor.classify.spanview import AttributeValue, SpanView, loads
 
+_INTEGER = re.compile(r"-?[0-9]{1,11}")
+
 CALL_METHOD = "tools/call"
 LIST_METHOD = "tools/list"
 HARNESS_CALL = "mcp.tool.call"
@@ -32,6 +34,20 @@ TRACELOOP_MCP_SUFFIX = ".mcp"
 # name matches are read further; every other span costs one string test.
 _NAME_PREFIXES = ("mcp.tool", "tools/", "MCP ")
 _NAME_SUFFIXES = (TRACELOOP_TOOL_SUFFIX, TRACELOOP_MCP_SUFFIX)
+
+
+# Every attribute a reader below looks at; classifier.py adds the configured turn keys.
+READ_KEYS = frozenset(
+    {
+        "error.type",
+        "jsonrpc.request.id",
+        "rpc.response.status_code",
+        "rpc.jsonrpc.error_code",
+        "request",
+        "response",
+    }
+)
+READ_PREFIXES = ("mcp.", "gen_ai.tool.", "fastmcp.", "traceloop.")
 
 
 def may_be_mcp(name: str) -> bool:
@@ -302,7 +318,7 @@ def _int(value: str | None) -> int | None:
     if value is None:
         return None
     text = value.strip()
-    return int(text) if text.lstrip("-").isdigit() and len(text) < 12 else None
+    return int(text) if _INTEGER.fullmatch(text) else None
 
 
 def _str(value: Any) -> str | None:

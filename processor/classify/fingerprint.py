@@ -13,7 +13,8 @@ import math
 from typing import Any
 
 FINGERPRINT_HEX_CHARS = 32  # 128 bits: collisions are not a concern at any traffic we see
-MAX_DEPTH = 32  # arguments nested deeper than this are hashed as their text
+MAX_DEPTH = 32  # what is nested deeper than this is hashed as one marker
+DEEP_MARKER = "<nested too deep>"
 
 
 def canonical_json(value: Any) -> str:
@@ -33,7 +34,7 @@ def fingerprint(server: str | None, tool: str, arguments: Any) -> str:
 
 def _normalize(value: Any, depth: int) -> Any:
     if depth > MAX_DEPTH:
-        return repr(value)
+        return DEEP_MARKER  # not repr(): it would recurse through the rest of the depth
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, int):

@@ -1,9 +1,9 @@
 """From the outcome signals a span carries to a Verdict: ok, failed (with a class), neutral.
 
-Signals are read in order of how much they can be trusted: an explicit outcome attribute,
-then a user's "no" recorded as a reason, then JSON-RPC codes, error.type, exception
-events, the result body, and the span status. A span that carries no signal at all is
-``unknown``: it is never guessed to be ok. Only a side that is known to report its
+Signals are read in order: an explicit neutral outcome, a user's "no" recorded as a
+reason, then any declared failure (JSON-RPC codes, error.type, status, exception events,
+isError, an explicit "failed"), then a success and the result body behind it. A span
+that carries no signal at all is ``unknown``: it is never guessed to be ok. Only a side that is known to report its
 failures (``silence_means_ok``) turns the absence of an error into ``ok``.
 """
 
@@ -95,12 +95,20 @@ def judge(signals: Signals) -> Verdict:
     explicit = _explicit(signals.outcome_attribute)
     if explicit is not None and explicit[0] is Outcome.NEUTRAL:
         return _verdict(Outcome.NEUTRAL, None, explicit[2], text)
+    # A reason is read where failures are recorded: the status, exceptions, and a result
+    # that is itself an error. A successful result that merely mentions "cancelled" is ok.
+    result_is_error = signals.is_error is True or (
+        explicit is not None and explicit[0] is Outcome.FAILED
+    )
     neutral = _neutral_reason(
-        signals.status_message, signals.result_text, *(m for _, m in signals.exceptions)
+        signals.status_message,
+        signals.result_text if result_is_error else "",
+        *(m for _, m in signals.exceptions),
     )
     if neutral is not None and (explicit is None or explicit[0] is not Outcome.OK):
         return _verdict(Outcome.NEUTRAL, None, neutral, text)
-    failure = None if explicit and explicit[0] is Outcome.OK else _failure_class(signals, text)
+    # A declared failure beats an explicit "ok": a failure signal is never read as a success.
+    failure = _failure_class(signals, text)
     if failure is None and explicit is not None and explicit[0] is Outcome.FAILED:
         failure = _class_from_words(text)  # "failed", with nothing else to say why
     if failure is not None:
@@ -151,7 +159,7 @@ def _failure_class(signals: Signals, text: str) -> FailureClass | None:
     """The class of a failure the span declares, or None when it declares none."""
     code = signals.rpc_code
     if code is None and signals.error_type and _is_int(signals.error_type):
-        code = int(signals.error_type)
+        code = int(signals.error_type.strip())
     if code is not None:
         named = JSONRPC_CLASSES.get(code)
         if named is not None:
@@ -188,5 +196,8 @@ def _hidden_failure(body: Any, patterns: Sequence[re.Pattern[str]], text: str) -
     return any(p.search(text) for p in patterns) if text else False
 
 
+_INTEGER = re.compile(r"-?[0-9]{1,11}")
+
+
 def _is_int(value: str) -> bool:
-    return value.lstrip("-").isdigit() and len(value) < 12
+    return _INTEGER.fullmatch(value.strip()) is not None

@@ -106,7 +106,8 @@ _URL = re.compile(
 _PLAIN_SEGMENT = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,15}")
 _TRAILING_PUNCTUATION = ".,;:!?"  # ends the sentence, not the URL or path
 
-_EMAIL = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+\.[A-Za-z0-9.-]+")
+# The domain takes every local-part character too, so a glued "a@b.c_d@e.f" goes whole.
+_EMAIL = re.compile(r"(?<![\w.%+-])[\w.%+-]+@[\w%+-]+\.[\w.%+-]+", re.ASCII)
 _WINDOWS_PATH = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]:[\\/][\w.~/\\@+$-]*")
 # Any word with a slash; _path_or_word decides whether it is a path.
 _SLASHED_WORD = re.compile(r"(?<![\w.~/\\-])[\w.~-]*[/\\][\w.~/\\@+-]*")

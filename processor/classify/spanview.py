@@ -62,7 +62,23 @@ class SpanView:
         return str(value)
 
 
-def view(span: Span, resource: Mapping[str, AttributeValue], scope: str = "") -> SpanView:
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """The attribute keys worth decoding: the rest are skipped after reading their key."""
+
+    keys: frozenset[str]
+    prefixes: tuple[str, ...]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.keys or key.startswith(self.prefixes)
+
+
+def view(
+    span: Span,
+    resource: Mapping[str, AttributeValue],
+    scope: str = "",
+    wanted: Wanted | None = None,
+) -> SpanView:
     exceptions = tuple(
         (str(attrs.get("exception.type", "")), str(attrs.get("exception.message", "")))
         for event in span.events
@@ -79,15 +95,18 @@ def view(span: Span, resource: Mapping[str, AttributeValue], scope: str = "") ->
         parent_span_id=span.parent_span_id,
         start_ns=span.start_time_unix_nano,
         end_ns=span.end_time_unix_nano,
-        attributes=read_attributes(span.attributes),
+        attributes=read_attributes(span.attributes, wanted),
         exceptions=exceptions,
         resource=resource,
         scope=scope,
     )
 
 
-def read_attributes(attributes: Any) -> dict[str, AttributeValue]:
-    return {kv.key: _value(kv.value, 0) for kv in attributes}
+def read_attributes(attributes: Any, wanted: Wanted | None = None) -> dict[str, AttributeValue]:
+    if wanted is None:
+        return {kv.key: _value(kv.value, 0) for kv in attributes}
+    # Decoding a value costs several times reading its key: only wanted values are decoded.
+    return {kv.key: _value(kv.value, 0) for kv in attributes if kv.key in wanted}
 
 
 def _value(value: AnyValue, depth: int) -> AttributeValue:

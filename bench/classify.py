@@ -1,0 +1,126 @@
+"""Classification cost per span, in process, against the parsed path it rides on.
+
+For the ``mixed`` payload (15% MCP spans) and the ``plain`` one (no MCP span, but parsed
+anyway, as when a marker shows up by chance), in one run:
+
+    parse+serialize  what the parsed path costs without analysis (the baseline)
+    stage            Stage.from_protobuf with the classifier hooked in (what serve runs)
+    classify         Classifier.classify alone, on an already decoded request
+
+Reported in ns per span (all spans), ns per MCP span, and as the stage's ratio to the
+baseline. Best of several rounds: the machine is noisy, and the minimum is the least
+disturbed measurement.
+
+    .venv/bin/python bench/classify.py [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from payload import SPANS_PER_REQUEST, build_requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+    ExportTraceServiceRequest,
+)
+
+from processor.analyze import Analyzer  # noqa: E402
+from processor.classify.classifier import Classifier  # noqa: E402
+from processor.stage import Stage  # noqa: E402
+
+CLOCK_STEP_S = 0.001  # the fake clock advances per request, as arrivals would
+REQUESTS = 16  # distinct pre-encoded requests per payload variant
+
+
+def best_ns(work: Callable[[], object], rounds: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter_ns()
+        work()
+        best = min(best, time.perf_counter_ns() - started)
+    return best
+
+
+def mcp_spans(payload: bytes) -> int:
+    request = ExportTraceServiceRequest.FromString(payload)
+    return sum(
+        1
+        for r in request.resource_spans
+        for s in r.scope_spans
+        for span in s.spans
+        if span.name.startswith("tools/")
+    )
+
+
+def measure(variant: str, rounds: int) -> dict[str, float]:
+    payloads = build_requests(variant, count=REQUESTS)
+    n = len(payloads)
+    ticks = iter(range(10**9))
+
+    def now() -> float:
+        return next(ticks) * CLOCK_STEP_S
+
+    def fresh_stage() -> Stage:
+        # A new classifier per round: each span is new to it, as in real traffic (a
+        # classifier that saw the span before only checks that and moves on).
+        return Stage((Analyzer(Classifier(), clock=now),), markers=(b"",))  # always parse
+
+    def baseline() -> None:
+        for payload in payloads:
+            ExportTraceServiceRequest.FromString(payload).SerializeToString()
+
+    def staged() -> None:
+        stage = fresh_stage()
+        for payload in payloads:
+            stage.from_protobuf(payload)
+
+    def classify_only() -> None:
+        classifier = Classifier()
+        for request in [ExportTraceServiceRequest.FromString(p) for p in payloads]:
+            classifier.classify(request, now())
+
+    def decode_only() -> None:
+        for payload in payloads:
+            ExportTraceServiceRequest.FromString(payload)
+
+    results = {
+        "baseline_ns": best_ns(baseline, rounds) / n,
+        "stage_ns": best_ns(staged, rounds) / n,
+        "classify_ns": (best_ns(classify_only, rounds) - best_ns(decode_only, rounds)) / n,
+    }
+    mcp = sum(mcp_spans(p) for p in payloads) / n
+    per_span = {k.replace("_ns", "_ns_per_span"): v / SPANS_PER_REQUEST for k, v in results.items()}
+    per_span["classify_ns_per_mcp_span"] = results["classify_ns"] / mcp if mcp else float("nan")
+    per_span["stage_over_baseline"] = results["stage_ns"] / results["baseline_ns"]
+    per_span["mcp_spans_per_request"] = mcp
+    return per_span
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7, help="best of this many rounds")
+    args = parser.parse_args()
+    rows = {variant: measure(variant, args.rounds) for variant in ("plain", "mixed")}
+    labels = [
+        ("mcp_spans_per_request", "MCP spans per 512-span request", "{:.0f}"),
+        ("baseline_ns_per_span", "parse + serialize, ns/span (baseline)", "{:,.0f}"),
+        ("stage_ns_per_span", "stage with classification, ns/span", "{:,.0f}"),
+        ("stage_over_baseline", "stage / baseline", "{:.2f}"),
+        ("classify_ns_per_span", "classify alone, ns/span (all spans)", "{:,.0f}"),
+        ("classify_ns_per_mcp_span", "classify alone, ns per MCP span", "{:,.0f}"),
+    ]
+    print(f"{'':44}{'plain (parsed)':>18}{'mixed (15% MCP)':>18}")
+    for key, label, form in labels:
+        cells = "".join(form.format(rows[v][key]).rjust(18) for v in ("plain", "mixed"))
+        print(label.ljust(44) + cells)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

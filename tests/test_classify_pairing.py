@@ -1,0 +1,589 @@
+"""Pairing, de-duplication, identity and bounds of the Classifier, on a fake clock.
+
+The classifier is pure logic with the time passed in, so every test here drives a
+``FakeClock`` by hand and never reads the wall clock. Listings are checked here too: a
+harness ``mcp.tools.list`` span becomes a ToolListing whose malformed counts are dropped
+and named, never raised on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from processor.classify.classifier import Classifier
+from processor.classify.events import Event, FailureClass, Outcome
+from processor.config import ClassifyConfig
+from tests.classify_builders import (
+    CLIENT,
+    ERROR,
+    SERVER,
+    as_request,
+    calls_in,
+    listings_in,
+    make_span,
+    only_call,
+    only_listing,
+    span_id,
+)
+
+TOOL = "search_docs"
+
+
+@dataclass
+class FakeClock:
+    """The time the tests pass to the classifier, moved by hand."""
+
+    now: float = 1_000.0
+    classifier: Classifier = field(default_factory=Classifier)
+
+    def classify(self, *spans: Span | ExportTraceServiceRequest) -> list[Event]:
+        events: list[Event] = []
+        for batch in spans:
+            events += self.classifier.classify(as_request(batch), now=self.now)
+        return events
+
+    def advance(self, seconds: float) -> list[Event]:
+        """Move the clock on and return what the classifier decides by then."""
+        self.now += seconds
+        return self.classifier.expire(now=self.now)
+
+
+def clock(**config: Any) -> FakeClock:
+    return FakeClock(classifier=Classifier(ClassifyConfig(**config)))
+
+
+def client_half(
+    span: int = 1,
+    *,
+    request_id: str | None = "4",
+    tool: str = TOOL,
+    trace: int = 1,
+    attributes: Mapping[str, Any] | None = None,
+) -> Span:
+    """The undecided half of a call: an mcp SDK 2.x client span, status UNSET."""
+    base: dict[str, Any] = {"mcp.method.name": "tools/call"}
+    if request_id is not None:
+        base["jsonrpc.request.id"] = request_id
+    return make_span(
+        f"MCP send tools/call {tool}",
+        {**base, **(attributes or {})},
+        kind=CLIENT,
+        span=span,
+        trace=trace,
+    )
+
+
+def server_half(
+    span: int = 2,
+    *,
+    parent: int | None = 1,
+    request_id: str | None = "4",
+    tool: str = TOOL,
+    trace: int = 1,
+    failed: bool = True,
+    attributes: Mapping[str, Any] | None = None,
+) -> Span:
+    """The server half of a call: a semconv server span, failed with tool_error by default."""
+    base: dict[str, Any] = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool}
+    if request_id is not None:
+        base["jsonrpc.request.id"] = request_id
+    if failed:
+        base["error.type"] = "tool_error"
+    return make_span(
+        f"tools/call {tool}",
+        {**base, **(attributes or {})},
+        kind=SERVER,
+        span=span,
+        parent=parent,
+        trace=trace,
+        status=ERROR if failed else 0,
+    )
+
+
+def verdicts(events: list[Event]) -> list[tuple[Outcome, FailureClass | None]]:
+    return [(c.outcome, c.failure_class) for c in calls_in(events)]
+
+
+# --- pairing ------------------------------------------------------------------------------
+
+
+def test_client_then_server_in_two_requests_are_one_call() -> None:
+    """The client half waits; its server half, a request later, completes the call."""
+    fake = FakeClock()
+    first = fake.classify(client_half())
+    fake.now += 0.5
+    second = fake.classify(server_half())
+    later = fake.advance(3600.0)
+    assert first == [] and later == []
+    call = only_call(second)
+    assert (call.outcome, call.failure_class) == (Outcome.FAILED, FailureClass.TOOL_ERROR)
+    assert set(call.span_ids) == {span_id(1), span_id(2)}
+
+
+def test_server_then_client_in_two_requests_are_one_call() -> None:
+    """A server half seen first decides the call; the client half that follows adds none."""
+    fake = FakeClock()
+    first = fake.classify(server_half())
+    fake.now += 0.5
+    second = fake.classify(client_half())
+    later = fake.advance(3600.0)
+    assert (verdicts(first), second, later) == ([(Outcome.FAILED, FailureClass.TOOL_ERROR)], [], [])
+
+
+def test_a_decided_named_half_is_not_held() -> None:
+    """A half that says how the call ended and names its server goes out at once."""
+    fake = FakeClock()
+    span = server_half(attributes={"mcp.server.name": "docs"})
+    assert only_call(fake.classify(span)).server == "docs"
+    assert fake.classifier.pending_calls == 0
+
+
+@pytest.mark.parametrize("wait", [2.0, 0.5, 30.0], ids=lambda w: f"pair_wait_s {w}")
+def test_an_undecided_half_is_held_until_pair_wait_s_then_decided_alone(wait: float) -> None:
+    """The mcp SDK client half alone is held for pair_wait_s, not less, then is unknown."""
+    fake = clock(pair_wait_s=wait)
+    assert fake.classify(client_half()) == []
+    assert fake.advance(wait * 0.999) == []
+    assert fake.classifier.pending_calls == 1
+    fake.now = 1_000.0 + wait
+    call = only_call(fake.classifier.expire(now=fake.now))
+    assert (call.outcome, call.span_ids) == (Outcome.UNKNOWN, (span_id(1),))
+    assert fake.classifier.pending_calls == 0
+
+
+def test_a_later_request_decides_a_half_whose_wait_is_over() -> None:
+    """classify() also decides the halves whose wait ended, not only expire()."""
+    fake = FakeClock()
+    assert fake.classify(client_half(1, request_id="1")) == []
+    fake.now += 2.5
+    events = fake.classify(make_span("GET /api", span=9))
+    assert [c.span_ids for c in calls_in(events)] == [(span_id(1),)]
+
+
+def test_pairing_by_request_id_when_the_parent_does_not_match() -> None:
+    """A server span whose parent is another span pairs by jsonrpc.request.id in the trace."""
+    fake = FakeClock()
+    fake.classify(client_half(1, request_id="7"))
+    call = only_call(fake.classify(server_half(2, parent=99, request_id="7")) + fake.advance(60))
+    assert set(call.span_ids) == {span_id(1), span_id(2)}
+    assert call.outcome is Outcome.FAILED
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        pytest.param(server_half(2, parent=99, request_id="8"), id="another request id"),
+        pytest.param(server_half(2, parent=99, tool="other_tool"), id="another tool"),
+        pytest.param(server_half(2, parent=1, trace=2), id="another trace"),
+    ],
+)
+def test_halves_of_different_calls_are_not_paired(server: Span) -> None:
+    """Without a matching parent or request id (and tool, and trace), halves stay apart."""
+    fake = FakeClock()
+    events = fake.classify(client_half(1, request_id="7"), server) + fake.advance(60)
+    assert sorted(verdicts(events)) == sorted(
+        [(Outcome.UNKNOWN, None), (Outcome.FAILED, FailureClass.TOOL_ERROR)]
+    )
+
+
+def test_two_calls_that_reuse_a_request_id_in_one_trace_are_two_calls() -> None:
+    """JSON-RPC ids are per session: two sessions in one turn both send id 1."""
+    # A harness that opens a session per call (or reconnects after a failure) sends every
+    # tools/call with the same request id; the parent ids tell the calls apart.
+    fake = FakeClock()
+    events = fake.classify(
+        client_half(1, request_id="1"),
+        client_half(3, request_id="1"),
+        server_half(2, parent=1, request_id="1", failed=True),
+        server_half(4, parent=3, request_id="1", failed=False),
+    )
+    events += fake.advance(60)
+    by_span = {c.span_ids: (c.outcome, c.failure_class) for c in calls_in(events)}
+    assert by_span == {
+        (span_id(1), span_id(2)): (Outcome.FAILED, FailureClass.TOOL_ERROR),
+        (span_id(3), span_id(4)): (Outcome.OK, None),
+    }
+
+
+def test_two_server_halves_that_reuse_a_request_id_are_two_calls() -> None:
+    """Two decided server halves with one request id, seen first, are both counted."""
+    fake = FakeClock()
+    events = fake.classify(
+        server_half(2, parent=1, request_id="1"), server_half(4, parent=3, request_id="1")
+    )
+    assert sorted(c.span_ids for c in calls_in(events)) == [(span_id(2),), (span_id(4),)]
+
+
+def test_a_failed_call_that_reuses_the_request_id_of_an_earlier_call_is_counted() -> None:
+    """After one call's server half went out alone, another call with its id is not absorbed."""
+    # Call A's server span arrives first and is reported; its client span follows. Then the
+    # session is reopened and call B, also request id 1, fails to connect: no server span
+    # will ever come, and its client span is all there is to say the tool is down.
+    fake = FakeClock()
+    events = fake.classify(server_half(2, parent=1, request_id="1", failed=False))
+    events += fake.classify(client_half(1, request_id="1"))
+    fake.now += 1.0
+    events += fake.classify(
+        make_span(
+            f"MCP send tools/call {TOOL}",
+            {
+                "mcp.method.name": "tools/call",
+                "jsonrpc.request.id": "1",
+                "error.type": "ConnectionRefusedError",
+            },
+            kind=CLIENT,
+            span=3,
+            status=ERROR,
+            message="[Errno 111] Connection refused",
+        )
+    )
+    events += fake.advance(60)
+    by_span = {c.span_ids: (c.outcome, c.failure_class) for c in calls_in(events)}
+    assert by_span == {
+        (span_id(2),): (Outcome.OK, None),
+        (span_id(3),): (Outcome.FAILED, FailureClass.TRANSPORT),
+    }
+
+
+def test_a_half_arriving_after_its_partner_was_decided_alone_is_not_counted_twice() -> None:
+    """The late server half of a call already reported alone adds no second call."""
+    fake = FakeClock()
+    fake.classify(client_half())
+    alone = fake.advance(5.0)
+    late = fake.classify(server_half())
+    assert [c.span_ids for c in calls_in(alone)] == [(span_id(1),)]
+    assert late == []
+
+
+# --- de-duplication -----------------------------------------------------------------------
+
+DUPLICATES = [
+    pytest.param(
+        [make_span("mcp.tool.call", {"mcp.tool.name": "t", "mcp.tool.outcome": "ok"})],
+        id="a harness call",
+    ),
+    pytest.param([server_half()], id="a semconv server span"),
+    pytest.param([client_half(), server_half()], id="an mcp SDK client and server pair"),
+    pytest.param([make_span("mcp.tools.list", {"mcp.tools.listed": 3})], id="a listing"),
+]
+
+
+@pytest.mark.parametrize("spans", DUPLICATES)
+def test_the_same_spans_exported_twice_count_once(spans: list[Span]) -> None:
+    """An exporter's retry of the same spans adds no event."""
+    fake = FakeClock()
+    first = fake.classify(as_request(spans))
+    fake.now += 1.0
+    second = fake.classify(as_request(spans))
+    rest = fake.advance(3600.0)
+    assert len(first + second + rest) == 1
+
+
+def test_the_same_span_twice_in_one_request_counts_once() -> None:
+    """A span repeated inside one request is one call."""
+    span = server_half()
+    assert len(FakeClock().classify(as_request([span, span]))) == 1
+
+
+# --- bounds -------------------------------------------------------------------------------
+
+
+def test_more_undecided_halves_than_the_cap_decide_the_oldest_alone() -> None:
+    """Past max_pending_calls the oldest halves are decided at once, as unknown."""
+    fake = clock(max_pending_calls=3)
+    halves = [client_half(n, request_id=None) for n in range(1, 6)]
+    events = fake.classify(as_request(halves))
+    assert [c.span_ids for c in calls_in(events)] == [(span_id(1),), (span_id(2),)]
+    assert verdicts(events) == [(Outcome.UNKNOWN, None)] * 2
+    assert fake.classifier.pending_calls == 3
+
+
+def test_the_cap_counts_calls_not_their_pairing_keys() -> None:
+    """Three held halves with request ids fit a cap of three: none is decided early."""
+    fake = clock(max_pending_calls=3)
+    halves = [client_half(n, request_id=str(n)) for n in range(1, 6)]
+    events = fake.classify(as_request(halves))
+    assert [c.span_ids for c in calls_in(events)] == [(span_id(1),), (span_id(2),)]
+    assert fake.classifier.pending_calls == 3
+
+
+def test_pending_calls_never_exceed_the_cap() -> None:
+    """Fed one undecided half per request, the classifier never holds more than the cap."""
+    fake = clock(max_pending_calls=4)
+    held = []
+    for n in range(1, 30):
+        fake.now += 0.01
+        fake.classify(client_half(n, request_id=str(n)))
+        held.append(fake.classifier.pending_calls)
+    assert max(held) <= 4
+
+
+def test_a_half_decided_by_the_cap_is_not_counted_again_by_its_partner() -> None:
+    """When the cap decided a client half alone, its server half adds no second call."""
+    fake = clock(max_pending_calls=1)
+    early = fake.classify(client_half(1, request_id=None), client_half(3, request_id=None))
+    late = fake.classify(server_half(2, parent=1, request_id=None))
+    assert [c.span_ids for c in calls_in(early)] == [(span_id(1),)]
+    assert late == []
+
+
+# --- flush --------------------------------------------------------------------------------
+
+
+def test_flush_decides_everything_held() -> None:
+    """At shutdown every held half is decided, whatever time is left on its wait."""
+    fake = FakeClock()
+    fake.classify(client_half(1, request_id="1"))
+    fake.now += 1.0
+    fake.classify(client_half(3, request_id="3"))
+    flushed = fake.classifier.flush()
+    assert sorted(c.span_ids for c in calls_in(flushed)) == [(span_id(1),), (span_id(3),)]
+    assert fake.classifier.pending_calls == 0
+    assert fake.classifier.flush() == []
+
+
+def test_flush_decides_a_half_that_has_just_arrived_whatever_the_clock_reads() -> None:
+    """flush() adds pair_wait_s to the clock; float rounding must not leave a half held."""
+    # 100.1 + 0.3 - 100.1 == 0.29999999999999716 < 0.3: "now + wait - arrived >= wait"
+    # does not hold for about 4 clock readings in 10 with pair_wait_s 0.3.
+    fake = clock(pair_wait_s=0.3)
+    fake.now = 100.1
+    fake.classify(client_half())
+    assert len(fake.classifier.flush()) == 1
+    assert fake.classifier.pending_calls == 0
+
+
+# --- identity: which server -----------------------------------------------------------------
+
+SESSION = "50ca6436-5f35-402a-9f2d-5a53fd08019d"
+
+
+def session_listing(server: str = "capture-tools-server") -> Span:
+    """A fastmcp server-side tools/list span: it names the server of its session."""
+    return make_span(
+        "tools/list",
+        {
+            "mcp.method.name": "tools/list",
+            "fastmcp.server.name": server,
+            "fastmcp.component.key": "",
+            "mcp.session.id": SESSION,
+        },
+        kind=SERVER,
+        span=50,
+    )
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(
+            make_span(
+                "tools/call get_weather",
+                {
+                    "mcp.method.name": "tools/call",
+                    "gen_ai.tool.name": "get_weather",
+                    "mcp.session.id": SESSION,
+                },
+                kind=CLIENT,
+            ),
+            id="a semconv client span",
+        ),
+        pytest.param(
+            make_span(
+                "mcp.tool.call",
+                {
+                    "mcp.tool.name": "get_weather",
+                    "mcp.tool.outcome": "ok",
+                    "mcp.session.id": SESSION,
+                },
+            ),
+            id="a harness call",
+        ),
+    ],
+)
+def test_the_server_is_resolved_from_a_session_learned_earlier(call: Span) -> None:
+    """A call without a server name, in a session named before, goes to that server."""
+    fake = FakeClock()
+    assert fake.classify(session_listing()) == []  # a server-side listing is not counted
+    fake.now += 1.0
+    named = only_call(fake.classify(call))  # named, so decided at once: no wait
+    assert (named.tool, named.server) == ("get_weather", "capture-tools-server")
+
+
+def test_a_listing_in_a_known_session_is_named_too() -> None:
+    """A harness listing with a session id but no server name is named by the session."""
+    fake = FakeClock()
+    fake.classify(session_listing("gitea"))
+    listing = make_span("mcp.tools.list", {"mcp.session.id": SESSION, "mcp.tools.listed": 1})
+    assert only_listing(fake.classify(listing)).server == "gitea"
+
+
+def weather_client(attributes: Mapping[str, Any] | None = None) -> Span:
+    base = {"mcp.method.name": "tools/call", "gen_ai.tool.name": "get_weather"}
+    return make_span("tools/call get_weather", {**base, **(attributes or {})}, kind=CLIENT)
+
+
+def test_a_configured_tool_server_map_names_the_server() -> None:
+    """classify.tool_servers is the last resort: it names the server, so no wait is needed."""
+    fake = clock(tool_servers={"get_weather": "weather"})
+    call = only_call(fake.classify(weather_client()))
+    assert (call.server, call.outcome) == ("weather", Outcome.OK)
+
+
+def test_a_server_name_on_the_span_wins_over_the_map() -> None:
+    """The span's own mcp.server.name comes before the configured map."""
+    fake = clock(tool_servers={"get_weather": "weather"})
+    call = only_call(fake.classify(weather_client({"mcp.server.name": "meteo"})))
+    assert call.server == "meteo"
+
+
+def test_the_map_does_not_name_other_tools() -> None:
+    """A tool the map does not list stays unnamed, and is held for its server half."""
+    fake = clock(tool_servers={"get_forecast": "weather"})
+    assert fake.classify(weather_client()) == []
+    assert only_call(fake.advance(60)).server is None
+
+
+# --- listings -----------------------------------------------------------------------------
+
+
+def harness_listing(attributes: Mapping[str, Any], **fields: Any) -> Span:
+    return make_span("mcp.tools.list", dict(attributes), **fields)
+
+
+FULL_LISTING = {
+    "mcp.tools.configured": 12,
+    "mcp.tools.listed": 11,
+    "mcp.tools.reached": 0,
+    "mcp.tools.cached": True,
+    "mcp.tools.unavailable": 1,
+    "mcp.tools.registered": 11,
+    "mcp.tools.offered": 86,
+    "mcp.namespaces.connected": ["gitea", "github"],
+    "mcp.namespaces.attached": ["github"],
+    "mcp.turn.id": "1539078028959944794",
+    "mcp.turn.round": 9,
+    "mcp.server.name": "mcp-beaver",
+}
+
+
+def test_a_harness_listing_carries_every_count() -> None:
+    """mcp.tools.* counts and mcp.namespaces.* lists land on the ToolListing as given."""
+    listing = only_listing(FakeClock().classify(harness_listing(FULL_LISTING)))
+    assert {
+        "configured": listing.configured,
+        "listed": listing.listed,
+        "reached": listing.reached,
+        "cached": listing.cached,
+        "unavailable": listing.unavailable,
+        "registered": listing.registered,
+        "offered": listing.offered,
+        "namespaces_connected": listing.namespaces_connected,
+        "namespaces_attached": listing.namespaces_attached,
+        "turn": listing.turn,
+        "round": listing.round,
+        "server": listing.server,
+        "problems": listing.problems,
+    } == {
+        "configured": 12,
+        "listed": 11,
+        "reached": 0,
+        "cached": True,
+        "unavailable": 1,
+        "registered": 11,
+        "offered": 86,
+        "namespaces_connected": ("gitea", "github"),
+        "namespaces_attached": ("github",),
+        "turn": "1539078028959944794",
+        "round": 9,
+        "server": "mcp-beaver",
+        "problems": (),
+    }
+
+
+def test_a_listing_of_an_old_instrument_leaves_the_newer_counts_unset() -> None:
+    """configured, listed, reached and cached only: the newer counts are None, not 0."""
+    listing = only_listing(
+        FakeClock().classify(
+            harness_listing(
+                {
+                    "mcp.tools.configured": 12,
+                    "mcp.tools.listed": 0,
+                    "mcp.tools.reached": 0,
+                    "mcp.tools.cached": True,
+                }
+            )
+        )
+    )
+    assert (listing.unavailable, listing.registered, listing.offered) == (None, None, None)
+    assert (listing.listed, listing.problems) == (0, ())
+
+
+BAD_COUNTS = [
+    pytest.param({"mcp.tools.listed": -1}, "listed", id="a negative count"),
+    pytest.param({"mcp.tools.listed": "lots"}, "listed", id="a count written as a string"),
+    pytest.param({"mcp.tools.reached": True}, "reached", id="a count written as a bool"),
+    pytest.param({"mcp.tools.offered": 86.0}, "offered", id="a count written as a float"),
+    pytest.param({"mcp.tools.configured": [12]}, "configured", id="a count written as a list"),
+    pytest.param({"mcp.tools.cached": 1}, "cached", id="cached written as an int"),
+    pytest.param({"mcp.tools.cached": "true"}, "cached", id="cached written as a string"),
+    pytest.param(
+        {"mcp.namespaces.connected": "gitea,github"},
+        "namespaces_connected",
+        id="namespaces written as one string",
+    ),
+    pytest.param(
+        {"mcp.namespaces.attached": ["github", 7]},
+        "namespaces_attached",
+        id="namespaces holding a number",
+    ),
+    pytest.param(
+        {"mcp.namespaces.attached": {"github": True}},
+        "namespaces_attached",
+        id="namespaces written as a map",
+    ),
+]
+
+
+@pytest.mark.parametrize(("attributes", "field_name"), BAD_COUNTS)
+def test_a_bad_count_is_dropped_and_named_never_raised(
+    attributes: dict[str, Any], field_name: str
+) -> None:
+    """A malformed listing attribute leaves its field unset and names the problem."""
+    good = {"mcp.tools.configured": 12}
+    listing = only_listing(FakeClock().classify(harness_listing({**good, **attributes})))
+    assert getattr(listing, field_name) is None
+    assert listing.problems, "the malformed attribute must be named"
+
+
+def test_listed_above_configured_is_flagged() -> None:
+    """listed above configured is flagged as a problem (docs/conventions.md: flagged)."""
+    listing = only_listing(
+        FakeClock().classify(harness_listing({"mcp.tools.configured": 2, "mcp.tools.listed": 5}))
+    )
+    assert listing.problems
+    assert "listed" in listing.problems[0]
+
+
+def test_one_bad_count_leaves_the_good_ones() -> None:
+    """A bad count costs its own field only."""
+    listing = only_listing(
+        FakeClock().classify(
+            harness_listing({**FULL_LISTING, "mcp.tools.reached": -3, "mcp.tools.cached": "y"})
+        )
+    )
+    assert (listing.reached, listing.cached) == (None, None)
+    assert (listing.configured, listing.listed, listing.offered) == (12, 11, 86)
+    assert len(listing.problems) == 2
+
+
+def test_a_listing_is_never_a_call() -> None:
+    """Listings and calls are told apart: a listing span gives no ToolCall."""
+    events = FakeClock().classify(harness_listing(FULL_LISTING))
+    assert (calls_in(events), len(listings_in(events))) == ([], 1)
