@@ -3,8 +3,9 @@
 Signals are read in order: an explicit neutral outcome, a user's "no" recorded as a
 reason, then any declared failure (JSON-RPC codes, error.type, status, exception events,
 isError, an explicit "failed"), then a success and the result body behind it. A span
-that carries no signal at all is ``unknown``: it is never guessed to be ok. Only a side that is known to report its
-failures (``silence_means_ok``) turns the absence of an error into ``ok``.
+that carries no signal at all is ``unknown``: it is never guessed to be ok. Only a side
+known to report its failures (``silence_means_ok``) turns the absence of an error into
+``ok``.
 """
 
 from __future__ import annotations
