@@ -36,6 +36,7 @@ from processor.classify.events import (
 from processor.classify.fingerprint import fingerprint
 from processor.classify.listing import listing_counts
 from processor.classify.outcome import judge
+from processor.classify.recent import RecentKeys
 from processor.classify.spanview import AttributeValue, Wanted, read_attributes, view
 from processor.config import ClassifyConfig
 
@@ -84,9 +85,7 @@ class Classifier:
         self._done: TTLCache[PairKey, bool] = TTLCache(
             self.config.max_pending_calls * 2, self.config.pair_wait_s * 30, timer=self._clock
         )
-        self._seen: TTLCache[tuple[bytes, bytes], bool] = TTLCache(
-            self.config.max_seen_spans, self.config.seen_ttl_s, timer=self._clock
-        )
+        self._seen = RecentKeys(self.config.max_seen_spans, self.config.seen_ttl_s)
         self._sessions: LRUCache[str, str] = LRUCache(self.config.max_sessions)
 
     def _clock(self) -> float:
@@ -136,10 +135,8 @@ class Classifier:
 
     def _take(self, reading: Reading) -> Iterable[Event]:
         span = reading.span
-        seen_key = (span.trace_id, span.span_id)
-        if seen_key in self._seen:
+        if not self._seen.add((span.trace_id, span.span_id), self._now):
             return ()  # the same span exported twice
-        self._seen[seen_key] = True
         self._learn_session(reading)
         if reading.kind is Kind.LISTING:
             # The harness's view of a listing is the client's; a server-side listing span

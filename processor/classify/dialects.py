@@ -59,7 +59,7 @@ class Kind(enum.Enum):
     LISTING = "listing"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)  # not frozen, as SpanView: built per MCP span
 class Reading:
     kind: Kind
     dialect: Dialect

@@ -69,7 +69,7 @@ UNKNOWN_TOOL_WORDS = re.compile(
 FAILURE_TAG = re.compile(r"(failure|error)$", re.I)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)  # not frozen, as SpanView: built per MCP span
 class Signals:
     """Everything a dialect reader found that bears on the outcome; None means absent."""
 

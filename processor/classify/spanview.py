@@ -23,7 +23,9 @@ EXCEPTION_EVENT = "exception"
 AttributeValue = str | int | float | bool | bytes | list[Any] | dict[str, Any] | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: these are built for every MCP span, and a frozen dataclass costs about three
+# times as much to build. Nothing keeps a reference to one past classification.
+@dataclass(slots=True, kw_only=True)
 class SpanView:
     name: str
     kind: int
