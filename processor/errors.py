@@ -6,6 +6,7 @@ return values, not exceptions. What is left is misuse and bad input::
     BreakerError
      ├── ConfigError          start-up configuration is invalid (lists every problem)
  ├── StartupError         a listener cannot bind, a file cannot be read
+ ├── IllegalTransition    a state machine asked for a move its table forbids (a bug)
      └── InvalidRequest       an OTLP request cannot be decoded (client's fault)
           └── RequestTooLarge over a size limit, before or after decompression
 """
@@ -39,3 +40,12 @@ class RequestTooLarge(InvalidRequest):
 
 class StartupError(BreakerError):
     """The service could not start (a port in use, a bad certificate file)."""
+
+
+class IllegalTransition(BreakerError):
+    """A state machine was asked for a transition its table does not allow (a bug)."""
+
+    def __init__(self, machine: str, source: object, target: object) -> None:
+        self.source = source
+        self.target = target
+        super().__init__(f"{machine}: illegal transition from {source} to {target}")

@@ -2,6 +2,7 @@
 
 from processor.config.load import ENV_PREFIX, env_var_name, leaf_keys, load_config
 from processor.config.model import (
+    BreakerConfig,
     ClassifyConfig,
     Compression,
     ForwardConfig,
@@ -13,13 +14,16 @@ from processor.config.model import (
     QueueConfig,
     ReceiversConfig,
     RetryConfig,
+    Rule,
     ServiceConfig,
     TelemetryConfig,
+    TurnKey,
     split_endpoint,
 )
 
 __all__ = [
     "ENV_PREFIX",
+    "BreakerConfig",
     "ClassifyConfig",
     "Compression",
     "ForwardConfig",
@@ -31,8 +35,10 @@ __all__ = [
     "QueueConfig",
     "ReceiversConfig",
     "RetryConfig",
+    "Rule",
     "ServiceConfig",
     "TelemetryConfig",
+    "TurnKey",
     "env_var_name",
     "leaf_keys",
     "load_config",

@@ -1,0 +1,270 @@
+"""The breaker: a decision for every tool call, from the turn's blocks and the circuits.
+
+For each call, in span time: what state governed it when it was made (the worst of its
+server's circuit, its tool's circuit and its turn's blocks), whether it was a dead call
+(made while that state said no), and then what its outcome does to the circuits.
+Transport and timeout failures count against the server; the other failures against the
+tool; a success counts for both. Neutral and unknown outcomes change nothing.
+
+Every decision carries its evidence and a model-facing message built only from the
+redacted excerpt, so a harness can tell the model what is out, why, and since when.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cachetools import LRUCache
+
+from processor.classify.events import FailureClass, Outcome, ToolCall
+from processor.config import BreakerConfig, Rule
+from processor.engines.circuit import (
+    BLOCKING,
+    Circuit,
+    CircuitKey,
+    CircuitMachine,
+    FailureRecord,
+    Permit,
+    Scope,
+    State,
+    Transition,
+)
+from processor.engines.turns import NS_PER_S, TOOL_WIDE, Block, TurnBreaker, TurnScope
+
+# How bad a state is, to pick the one that governs a call.
+_SEVERITY = {
+    State.FORCED_CLOSED: 0,
+    State.CLOSED: 1,
+    State.HALF_OPEN: 2,
+    State.OPEN: 3,
+    State.FORCED_OPEN: 4,
+}
+_FORCED = (State.FORCED_OPEN, State.FORCED_CLOSED)
+NO_SERVER = "-"  # the server part of a key when no server could be named
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evidence:
+    calls: int
+    failures: int
+    since_s: float | None
+    first_failure_trace_id: bytes | None
+    first_failure_span_id: bytes | None
+    failure_class: str
+    excerpt: str
+    retry_after_s: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallDecision:
+    call: ToolCall
+    state: str  # the governing state when the call was made: a circuit state or turn_blocked
+    rule: Rule | None  # which rule governed; None when nothing stood in the way
+    key: str
+    dead_call: bool
+    repeat_of: bytes | None  # span id of the failure the call repeated
+    enforced: bool
+    forced_reason: str
+    evidence: Evidence | None
+    message: str  # for the model; empty when the call was not refused
+    transitions: tuple[Transition, ...]
+
+
+class Breaker:
+    def __init__(
+        self,
+        config: BreakerConfig,
+        *,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.config = config
+        self.machine = CircuitMachine(config, jitter)
+        self.turns = TurnBreaker(config)
+        self.circuits: LRUCache[CircuitKey, Circuit] = LRUCache(config.max_circuits)
+        self._tools_of: dict[str, set[str]] = {}  # server -> tool circuit names, blast radius
+
+    # -- the decision -----------------------------------------------------------------
+    def observe(self, call: ToolCall) -> CallDecision:
+        made_s = call.start_ns / NS_PER_S
+        server_key, tool_key = self._keys(call)
+        transitions: list[Transition] = []
+        circuits = [self._circuit(k) for k in (server_key, tool_key) if k is not None]
+        for circuit in circuits:
+            transitions += self.machine.advance(circuit, made_s)
+        governing = max(circuits, key=lambda c: _SEVERITY[c.state])
+        state = governing.state  # as it was when the call was made, before its outcome
+        permit = Permit.ALLOW
+        if call.outcome is not Outcome.NEUTRAL and call.outcome is not Outcome.UNKNOWN:
+            permit, _ = self.machine.permit(governing, made_s)
+        elif state in BLOCKING:
+            permit = Permit.DENY
+        dead_across = call.outcome is not Outcome.NEUTRAL and permit is Permit.DENY
+        rule = None
+        if dead_across or state is not State.CLOSED:
+            rule = Rule.SERVER if governing.key.scope is Scope.SERVER else Rule.TOOL
+        # Evidence as the harness would have seen it before making the call.
+        evidence = self._evidence(governing) if rule else None
+        first = governing.first_failure
+        forced_reason = governing.forced_reason if state in _FORCED else ""
+        turn = self.turns.observe(call)
+        transitions += self._record(call, server_key, tool_key)
+        if turn.dead_call and turn.block is not None:
+            return self._decide(call, turn.block, transitions)
+        return CallDecision(
+            call=call,
+            state=state.value,
+            rule=rule,
+            key=governing.key.name if rule else "",
+            dead_call=dead_across,
+            repeat_of=first.span_id if dead_across and first else None,
+            enforced=self._enforced(rule),
+            forced_reason=forced_reason,
+            evidence=evidence,
+            message=_refusal(call, governing.key, evidence, forced_reason)
+            if dead_across and evidence
+            else "",
+            transitions=tuple(transitions),
+        )
+
+    def _decide(self, call: ToolCall, block: Block, transitions: list[Transition]) -> CallDecision:
+        rule = Rule.TURN_TOOL if block.scope is TurnScope.TOOL else Rule.TURN_CALL
+        return CallDecision(
+            call=call,
+            state="turn_blocked",
+            rule=rule,
+            key=block.key,
+            dead_call=True,
+            repeat_of=block.span_id,
+            enforced=self._enforced(rule),
+            forced_reason="",
+            evidence=Evidence(
+                calls=0,
+                failures=1,
+                since_s=block.at_ns / NS_PER_S,
+                first_failure_trace_id=block.trace_id,
+                first_failure_span_id=block.span_id,
+                failure_class=block.failure_class.value if block.failure_class else "",
+                excerpt=block.excerpt,
+                retry_after_s=None,
+            ),
+            message=turn_message(call, block),
+            transitions=tuple(transitions),
+        )
+
+    def _record(
+        self, call: ToolCall, server_key: CircuitKey | None, tool_key: CircuitKey
+    ) -> list[Transition]:
+        at_s = call.end_ns / NS_PER_S
+        if call.outcome is Outcome.OK:
+            keys = [k for k in (server_key, tool_key) if k is not None]
+            return [t for k in keys for t in self.machine.record(self._circuit(k), False, at_s)]
+        if call.outcome is not Outcome.FAILED:
+            return []  # neutral and unknown outcomes change nothing
+        against_server = call.failure_class in TOOL_WIDE and server_key is not None
+        key = server_key if against_server and server_key is not None else tool_key
+        failure = FailureRecord(
+            at_s=at_s,
+            trace_id=call.trace_id,
+            span_id=call.span_ids[0],
+            failure_class=(call.failure_class or FailureClass.TOOL_ERROR).value,
+            excerpt=call.verdict.error_excerpt,
+        )
+        return self.machine.record(self._circuit(key), True, at_s, failure)
+
+    # -- manual control -----------------------------------------------------------------
+    def force(
+        self, key: CircuitKey, target: State, until_s: float, reason: str, now_s: float
+    ) -> Transition:
+        return self.machine.force(self._circuit(key), target, until_s, reason, now_s)
+
+    def release(self, key: CircuitKey, reason: str, now_s: float) -> Transition | None:
+        return self.machine.release(self._circuit(key), reason, now_s)
+
+    # -- reading the state --------------------------------------------------------------
+    def server_out(self, server: str) -> bool:
+        """Blast radius: when most of a server's tools are open, the server is out."""
+        tools = self._tools_of.get(server, set())
+        if len(tools) < self.config.blast_radius_min_tools:
+            return False
+        open_tools = sum(
+            1
+            for name in tools
+            if (c := self.circuits.get(CircuitKey(Scope.TOOL, name))) and c.state in BLOCKING
+        )
+        return open_tools / len(tools) >= self.config.blast_radius_ratio
+
+    def _keys(self, call: ToolCall) -> tuple[CircuitKey | None, CircuitKey]:
+        server = call.server or NO_SERVER
+        tool = CircuitKey(Scope.TOOL, f"{server}/{call.tool}")
+        self._tools_of.setdefault(server, set()).add(tool.name)
+        return (CircuitKey(Scope.SERVER, call.server) if call.server else None), tool
+
+    def _circuit(self, key: CircuitKey) -> Circuit:
+        circuit = self.circuits.get(key)
+        if circuit is None:
+            circuit = self.circuits[key] = Circuit(key)
+        return circuit
+
+    def _enforced(self, rule: Rule | None) -> bool:
+        return not self.config.shadow and (
+            rule is None or rule.value not in self.config.shadow_rules
+        )
+
+    def _evidence(self, circuit: Circuit) -> Evidence:
+        calls, failures = circuit.calls_and_failures()
+        first = circuit.first_failure
+        retry_after = None
+        if circuit.state is State.OPEN:
+            retry_after = max(0.0, circuit.open_until_s - circuit.last_s)
+        elif circuit.state is State.FORCED_OPEN:
+            retry_after = max(0.0, circuit.forced_until_s - circuit.last_s)
+        return Evidence(
+            calls=calls,
+            failures=failures,
+            since_s=circuit.since_s,
+            first_failure_trace_id=first.trace_id if first else None,
+            first_failure_span_id=first.span_id if first else None,
+            failure_class=first.failure_class if first else "",
+            excerpt=first.excerpt if first else "",
+            retry_after_s=retry_after,
+        )
+
+
+def _refusal(call: ToolCall, key: CircuitKey, evidence: Evidence, forced_reason: str) -> str:
+    what = (
+        f"`{call.tool}` (MCP server `{key.name}`)"
+        if key.scope is Scope.SERVER
+        else f"`{call.tool}`"
+    )
+    return circuit_message(what, evidence, forced_reason)
+
+
+def _clock(seconds: float | None) -> str:
+    return time.strftime("%H:%M", time.gmtime(seconds)) if seconds is not None else "?"
+
+
+def circuit_message(what: str, evidence: Evidence, forced_reason: str = "") -> str:
+    """``what`` is unavailable: why; counts since when. Built only from redacted text."""
+    why = evidence.excerpt or forced_reason or "it has been failing"
+    successes = evidence.calls - evidence.failures
+    return (
+        f"{what} is unavailable: {why}; {evidence.calls} calls, {successes} successes since "
+        f"{_clock(evidence.since_s)} UTC. Do not call it again this turn; answer what you "
+        f"can without it."
+    )
+
+
+def turn_message(call: ToolCall, block: Block) -> str:
+    why = block.excerpt or "it failed"
+    if block.scope is TurnScope.TOOL:
+        return (
+            f"`{call.tool}` is unavailable for the rest of this turn: {why}. Do not call it "
+            f"again this turn; answer what you can without it."
+        )
+    return (
+        f"This exact call to `{call.tool}` already failed in this turn: {why}. Do not repeat "
+        f"it; change the arguments or answer without it."
+    )

@@ -1,0 +1,235 @@
+"""One circuit: the across-turn state of a tool or a server, as an explicit state machine.
+
+States are an enum, the allowed transitions are a table, and ``_transition`` is the only
+place the state changes: it checks the table and returns exactly one Transition event.
+Time is the span's, in seconds, passed in by the caller; a circuit never reads a clock.
+
+    closed ──(failure ratio / consecutive failures)──▶ open ──(open period over)──▶ half-open
+    half-open ──(success)──▶ closed          half-open ──(failure)──▶ open, for longer
+    any ──(manual)──▶ forced open / forced closed ──(expiry or release)──▶ closed
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from processor.config import BreakerConfig
+from processor.errors import IllegalTransition
+
+
+class State(enum.StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+    FORCED_OPEN = "forced_open"
+    FORCED_CLOSED = "forced_closed"
+
+
+class Trigger(enum.StrEnum):
+    FAILURE_RATIO = "failure_ratio"
+    CONSECUTIVE_FAILURES = "consecutive_failures"
+    OPEN_PERIOD_OVER = "open_period_over"
+    PROBE_SUCCEEDED = "probe_succeeded"
+    PROBE_FAILED = "probe_failed"
+    FORCED = "forced"
+    FORCE_EXPIRED = "force_expired"
+    RELEASED = "released"
+
+
+_MANUAL = (State.FORCED_OPEN, State.FORCED_CLOSED)
+ALLOWED_TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
+    {
+        (State.CLOSED, State.OPEN),
+        (State.OPEN, State.HALF_OPEN),
+        (State.HALF_OPEN, State.CLOSED),
+        (State.HALF_OPEN, State.OPEN),
+        *((source, State.FORCED_OPEN) for source in State if source is not State.FORCED_OPEN),
+        *((source, State.FORCED_CLOSED) for source in State if source is not State.FORCED_CLOSED),
+        *((forced, State.CLOSED) for forced in _MANUAL),
+    }
+)
+BLOCKING = frozenset({State.OPEN, State.FORCED_OPEN})
+
+
+class Scope(enum.StrEnum):
+    TOOL = "tool"
+    SERVER = "server"
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitKey:
+    scope: Scope
+    name: str  # "server/tool" for a tool, "server" for a server
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRecord:
+    """The first failure of the current streak: the evidence a decision quotes."""
+
+    at_s: float
+    trace_id: bytes
+    span_id: bytes
+    failure_class: str
+    excerpt: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transition:
+    key: CircuitKey
+    source: State
+    target: State
+    trigger: Trigger
+    at_s: float
+    reason: str = ""  # for manual control: who asked, and why
+
+
+class Permit(enum.Enum):
+    ALLOW = "allow"
+    PROBE = "probe"  # half-open: this call is the one that tests the circuit
+    DENY = "deny"
+
+
+@dataclass(slots=True)
+class Circuit:
+    key: CircuitKey
+    state: State = State.CLOSED
+    window: deque[tuple[float, bool]] = field(default_factory=deque)  # (at, failed)
+    consecutive_failures: int = 0
+    open_until_s: float = 0.0
+    opened_count: int = 0  # opens since the last close: the backoff exponent
+    forced_until_s: float = 0.0
+    forced_reason: str = ""
+    leases: dict[int, float] = field(default_factory=dict)  # probe permit id -> expiry
+    first_failure: FailureRecord | None = None
+    since_s: float | None = None  # when the current failure streak began
+    last_s: float = 0.0  # the latest span time seen: the circuit's own clock
+
+    def calls_and_failures(self) -> tuple[int, int]:
+        return len(self.window), sum(1 for _, failed in self.window if failed)
+
+
+Jitter = Callable[[], float]  # a uniform draw from [0, 1)
+
+
+class CircuitMachine:
+    """The rules that move one circuit; shared by every circuit of a breaker."""
+
+    def __init__(self, config: BreakerConfig, jitter: Jitter) -> None:
+        self.config = config
+        self._jitter = jitter
+        self._next_lease = 0
+
+    def _transition(
+        self, circuit: Circuit, target: State, trigger: Trigger, at_s: float, reason: str = ""
+    ) -> Transition:
+        if (circuit.state, target) not in ALLOWED_TRANSITIONS:
+            raise IllegalTransition("circuit", circuit.state, target)
+        event = Transition(
+            key=circuit.key,
+            source=circuit.state,
+            target=target,
+            trigger=trigger,
+            at_s=at_s,
+            reason=reason,
+        )
+        circuit.state = target
+        circuit.leases.clear()
+        if target is State.OPEN:
+            circuit.opened_count += 1
+            circuit.open_until_s = at_s + self.open_period_s(circuit.opened_count)
+        elif target is State.CLOSED:
+            circuit.opened_count = 0
+            circuit.consecutive_failures = 0
+            circuit.first_failure = None
+            circuit.since_s = None
+            circuit.window.clear()
+        return event
+
+    def open_period_s(self, opened_count: int) -> float:
+        c = self.config
+        base = min(c.open_base_s * c.open_multiplier ** (opened_count - 1), c.open_max_s)
+        return base * (1 - c.open_jitter + 2 * c.open_jitter * self._jitter())
+
+    def advance(self, circuit: Circuit, now_s: float) -> list[Transition]:
+        """Time-driven moves: an open period or a manual override that has run out."""
+        events: list[Transition] = []
+        circuit.last_s = max(circuit.last_s, now_s)
+        if circuit.state in _MANUAL and circuit.forced_until_s <= now_s:
+            events.append(self._transition(circuit, State.CLOSED, Trigger.FORCE_EXPIRED, now_s))
+        if circuit.state is State.OPEN and circuit.open_until_s <= now_s:
+            events.append(
+                self._transition(circuit, State.HALF_OPEN, Trigger.OPEN_PERIOD_OVER, now_s)
+            )
+        if circuit.leases:
+            for lease, expiry in list(circuit.leases.items()):
+                if expiry <= now_s:
+                    del circuit.leases[lease]  # an unanswered probe gives its permit back
+        return events
+
+    def permit(self, circuit: Circuit, now_s: float) -> tuple[Permit, int | None]:
+        """May a call go ahead now? A probe comes with a lease id, to be returned."""
+        if circuit.state in (State.CLOSED, State.FORCED_CLOSED):
+            return Permit.ALLOW, None
+        if circuit.state is State.HALF_OPEN and len(circuit.leases) < self.config.probe_permits:
+            self._next_lease += 1
+            circuit.leases[self._next_lease] = now_s + self.config.probe_lease_s
+            return Permit.PROBE, self._next_lease
+        return Permit.DENY, None
+
+    def record(
+        self, circuit: Circuit, failed: bool, at_s: float, failure: FailureRecord | None = None
+    ) -> list[Transition]:
+        """A call's outcome (neutral and unknown outcomes are never recorded)."""
+        events = self.advance(circuit, at_s)
+        c = self.config
+        window = circuit.window
+        window.append((at_s, failed))
+        while window and (len(window) > c.max_window_calls or window[0][0] < at_s - c.window_s):
+            window.popleft()
+        if failed:
+            circuit.consecutive_failures += 1
+            if circuit.first_failure is None and failure is not None:
+                circuit.first_failure = failure
+                circuit.since_s = failure.at_s
+        else:
+            circuit.consecutive_failures = 0
+        if circuit.state is State.HALF_OPEN:
+            target, trigger = (
+                (State.OPEN, Trigger.PROBE_FAILED)
+                if failed
+                else (State.CLOSED, Trigger.PROBE_SUCCEEDED)
+            )
+            events.append(self._transition(circuit, target, trigger, at_s))
+        elif circuit.state is State.CLOSED and failed:
+            tripped = self._trips(circuit)
+            if tripped is not None:
+                events.append(self._transition(circuit, State.OPEN, tripped, at_s))
+        elif circuit.state is State.CLOSED:
+            circuit.first_failure, circuit.since_s = None, None
+        return events
+
+    def _trips(self, circuit: Circuit) -> Trigger | None:
+        c = self.config
+        if c.consecutive_failures and circuit.consecutive_failures >= c.consecutive_failures:
+            return Trigger.CONSECUTIVE_FAILURES
+        calls, failures = circuit.calls_and_failures()
+        if calls >= c.min_calls and failures / calls >= c.failure_ratio:
+            return Trigger.FAILURE_RATIO
+        return None
+
+    def force(
+        self, circuit: Circuit, target: State, until_s: float, reason: str, now_s: float
+    ) -> Transition:
+        if target not in _MANUAL:
+            raise ValueError(f"force() takes forced_open or forced_closed, not {target}")
+        circuit.forced_until_s = until_s
+        circuit.forced_reason = reason
+        return self._transition(circuit, target, Trigger.FORCED, now_s, reason)
+
+    def release(self, circuit: Circuit, reason: str, now_s: float) -> Transition | None:
+        if circuit.state not in _MANUAL:
+            return None
+        return self._transition(circuit, State.CLOSED, Trigger.RELEASED, now_s, reason)
