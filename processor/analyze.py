@@ -1,8 +1,10 @@
-"""The stage hook that reads MCP spans: classify, then hand each event to its consumers.
+"""The stage hook that reads MCP spans: classify, decide, annotate, and tell the consumers.
 
-The classifier is pure and takes the time as an argument; this is where the clock is read.
-Consumers (the engines, and in tests a list) are plain callables, so the order of the
-pipeline is written down in one place: ``server.py``.
+    classify (pure) -> breaker (pure) -> annotate the request's spans -> sinks
+
+The classifier and the breaker take the time as an argument (span time for the breaker);
+this is where the arrival clock is read. Consumers (metrics, advisories, tests) are plain
+callables, so the order of the pipeline is written down here and in ``server.py``.
 """
 
 from __future__ import annotations
@@ -15,44 +17,82 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from processor.classify.classifier import Classifier
 from processor.classify.events import Event, ToolCall
+from processor.engines.breaker import Breaker, CallDecision
+from processor.enrich import annotate
 
 log = logging.getLogger(__name__)
 
-EventSink = Callable[[Event], None]
+Finding = Event | CallDecision
+Sink = Callable[[Finding], None]
 
 
 class Analyzer:
     def __init__(
         self,
         classifier: Classifier,
-        sinks: Sequence[EventSink] = (),
+        breaker: Breaker,
+        sinks: Sequence[Sink] = (),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.classifier = classifier
+        self.breaker = breaker
         self._sinks = tuple(sinks)
         self._clock = clock
 
     def __call__(self, request: ExportTraceServiceRequest) -> None:
-        self._publish(self.classifier.classify(request, self._clock()))
+        events = self.classifier.classify(request, self._clock())
+        self._publish(events, annotate_spans=True)
 
     def tick(self) -> None:
         """Decide the calls whose other half did not come in time; called periodically."""
-        self._publish(self.classifier.expire(self._clock()))
+        self._publish(self.classifier.expire(self._clock()), annotate_spans=False)
 
     def flush(self) -> None:
-        self._publish(self.classifier.flush())
+        self._publish(self.classifier.flush(), annotate_spans=False)
 
-    def _publish(self, events: list[Event]) -> None:
+    def _publish(self, events: list[Event], *, annotate_spans: bool) -> None:
         for event in events:
-            if isinstance(event, ToolCall) and log.isEnabledFor(logging.DEBUG):
-                log.debug(
-                    "tool call %s/%s in turn %s: %s%s (%s)",
-                    event.server or "?",
-                    event.tool,
-                    event.turn,
-                    event.outcome.value,
-                    f"/{event.failure_class.value}" if event.failure_class else "",
-                    event.dialect.value,
-                )
-            for sink in self._sinks:
-                sink(event)
+            self._emit(event)
+            if not isinstance(event, ToolCall):
+                continue
+            decision = self.breaker.observe(event)
+            if annotate_spans:
+                annotate(self.classifier.spans, decision)
+            self._log(decision)
+            self._emit(decision)
+
+    def _emit(self, finding: Finding) -> None:
+        for sink in self._sinks:
+            sink(finding)
+
+    @staticmethod
+    def _log(decision: CallDecision) -> None:
+        for transition in decision.transitions:
+            log.info(
+                "circuit %s %s: %s -> %s (%s)",
+                transition.key.scope.value,
+                transition.key.name,
+                transition.source.value,
+                transition.target.value,
+                transition.trigger.value,
+            )
+        call = decision.call
+        if decision.dead_call:
+            log.info(
+                "dead call to %s/%s in turn %s (%s%s)",
+                call.server or "?",
+                call.tool,
+                call.turn,
+                decision.rule.value if decision.rule else "",
+                "" if decision.enforced else ", shadow",
+            )
+        elif log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "tool call %s/%s in turn %s: %s%s (%s)",
+                call.server or "?",
+                call.tool,
+                call.turn,
+                call.outcome.value,
+                f"/{call.failure_class.value}" if call.failure_class else "",
+                call.dialect.value,
+            )

@@ -21,9 +21,10 @@ from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
-from processor.analyze import Analyzer, EventSink
+from processor.analyze import Analyzer, Sink
 from processor.classify.classifier import Classifier
 from processor.config import ServiceConfig, split_endpoint
+from processor.engines.breaker import Breaker
 from processor.errors import StartupError
 from processor.forward.queue import Downstream, DrainReport, Forwarder, Release
 from processor.forward.senders import Sender, make_sender
@@ -60,12 +61,13 @@ class Service:
         registry: CollectorRegistry | None = None,
         stage: Stage | None = None,
         sender: Sender | None = None,
-        event_sinks: Sequence[EventSink] = (),
+        event_sinks: Sequence[Sink] = (),
     ) -> None:
         self.config = config
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = SelfMetrics(self.registry)
-        self.analyzer = Analyzer(Classifier(config.classify), event_sinks)
+        self.breaker = Breaker(config.breaker)
+        self.analyzer = Analyzer(Classifier(config.classify), self.breaker, event_sinks)
         self.stage = (
             stage
             if stage is not None

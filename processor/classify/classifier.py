@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from cachetools import LRUCache, TTLCache
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.dialects import (
     READ_KEYS,
@@ -87,6 +88,7 @@ class Classifier:
         )
         self._seen = RecentKeys(self.config.max_seen_spans, self.config.seen_ttl_s)
         self._sessions: LRUCache[str, str] = LRUCache(self.config.max_sessions)
+        self.spans: dict[bytes, Span] = {}  # the MCP spans of the request last classified
 
     def _clock(self) -> float:
         return self._now
@@ -96,7 +98,9 @@ class Classifier:
         return len(self._held)
 
     def classify(self, request: ExportTraceServiceRequest, now: float) -> list[Event]:
+        """The events this request completes; ``spans`` then maps its MCP span ids to spans."""
         self._now = now
+        self.spans = {}
         events: list[Event] = []
         for resource_spans in request.resource_spans:
             resource: dict[str, AttributeValue] | None = None
@@ -109,6 +113,7 @@ class Classifier:
                     span_view = view(span, resource, scope_spans.scope.name, self._wanted)
                     reading = read(span_view, self._patterns)
                     if reading is not None:
+                        self.spans[span.span_id] = span
                         events.extend(self._take(reading))
         events.extend(self.expire(now))
         return events

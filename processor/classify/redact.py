@@ -88,7 +88,7 @@ _QUOTED_PAIR = re.compile(
 # "Authorization: Bearer x" keeps its scheme; a scheme word alone is not a credential.
 _SCHEME = r"(?:bearer|basic|token|digest)"
 _BARE_PAIR = re.compile(
-    rf"(?<![\w./-])(?P<key>[\w.-]*?{_KEY_WORD}(?![\w-])\s*[:=]\s*(?:{_SCHEME}\s+)?)"
+    rf"(?<![\w.-])(?P<key>[\w.-]*?{_KEY_WORD}(?![\w-])\s*[:=]\s*(?:{_SCHEME}\s+)?)"
     rf"{_NOT_REDACTED}(?!{_SCHEME}(?![\w-]))(?P<value>{_VALUE})",
     re.IGNORECASE,
 )
@@ -156,9 +156,11 @@ def _scrub(text: str) -> str:
 
 def _scrub_plain(text: str) -> str:
     text = _EMAIL.sub(_redact_email, text)
+    # Opaque runs before paths: a run ends at "." where a path goes on, so paths must be
+    # judged on what is left, or the next pass would see a different word.
+    text = _OPAQUE_RUN.sub(_redact_opaque, text)
     text = _WINDOWS_PATH.sub(_redact_windows_path, text)
-    text = _SLASHED_WORD.sub(_path_or_word, text)
-    return _OPAQUE_RUN.sub(_redact_opaque, text)
+    return _SLASHED_WORD.sub(_path_or_word, text)
 
 
 def _scrub_url(url: str) -> str:

@@ -17,10 +17,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cachetools import LRUCache
-
 from processor.classify.events import FailureClass, Outcome, ToolCall
 from processor.config import BreakerConfig, Rule
+from processor.engines.bounded import LruMap
 from processor.engines.circuit import (
     BLOCKING,
     Circuit,
@@ -83,7 +82,7 @@ class Breaker:
         self.config = config
         self.machine = CircuitMachine(config, jitter)
         self.turns = TurnBreaker(config)
-        self.circuits: LRUCache[CircuitKey, Circuit] = LRUCache(config.max_circuits)
+        self.circuits: LruMap[CircuitKey, Circuit] = LruMap(config.max_circuits)
         self._tools_of: dict[str, set[str]] = {}  # server -> tool circuit names, blast radius
 
     # -- the decision -----------------------------------------------------------------
@@ -203,10 +202,7 @@ class Breaker:
         return (CircuitKey(Scope.SERVER, call.server) if call.server else None), tool
 
     def _circuit(self, key: CircuitKey) -> Circuit:
-        circuit = self.circuits.get(key)
-        if circuit is None:
-            circuit = self.circuits[key] = Circuit(key)
-        return circuit
+        return self.circuits.setdefault(key, lambda: Circuit(key))
 
     def _enforced(self, rule: Rule | None) -> bool:
         return not self.config.shadow and (

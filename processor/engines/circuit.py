@@ -15,6 +15,7 @@ import enum
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from processor.config import BreakerConfig
 from processor.errors import IllegalTransition
@@ -59,8 +60,10 @@ class Scope(enum.StrEnum):
     SERVER = "server"
 
 
-@dataclass(frozen=True, slots=True)
-class CircuitKey:
+class CircuitKey(NamedTuple):
+    """A NamedTuple, not a dataclass: it is hashed several times per call, and a tuple's
+    hash and equality are native."""
+
     scope: Scope
     name: str  # "server/tool" for a tool, "server" for a server
 

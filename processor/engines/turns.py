@@ -17,10 +17,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from cachetools import TTLCache
-
 from processor.classify.events import FailureClass, Outcome, ToolCall
 from processor.config import BreakerConfig, TurnKey
+from processor.engines.bounded import IdleMap
 
 TOOL_WIDE = frozenset({FailureClass.TRANSPORT, FailureClass.TIMEOUT})
 NS_PER_S = 1_000_000_000
@@ -53,21 +52,14 @@ class TurnVerdict:
 class TurnBreaker:
     def __init__(self, config: BreakerConfig) -> None:
         self.config = config
-        self._now_s = 0.0
-        self._turns: TTLCache[str, dict[str, Block]] = TTLCache(
-            config.max_turns, config.turn_idle_s, timer=lambda: self._now_s
-        )
+        self._turns: IdleMap[str, dict[str, Block]] = IdleMap(config.max_turns, config.turn_idle_s)
 
     def __len__(self) -> int:
         return len(self._turns)
 
     def observe(self, call: ToolCall) -> TurnVerdict:
-        # Span time drives expiry; it only moves forward, whatever order spans arrive in.
-        self._now_s = max(self._now_s, call.end_ns / NS_PER_S)
-        blocks = self._turns.get(call.turn)
-        if blocks is None:
-            blocks = {}
-        self._turns[call.turn] = blocks  # (re)set: idle time counts from the latest call
+        # Span time drives expiry, and idle time counts from the turn's latest call.
+        blocks = self._turns.touch(call.turn, call.end_ns / NS_PER_S, dict)
         met = self._met(blocks, call)
         if call.outcome is Outcome.NEUTRAL:
             return TurnVerdict(False, None)
