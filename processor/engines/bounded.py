@@ -69,12 +69,13 @@ class IdleMap(Generic[K, V]):
         """The entry for ``key`` (made if absent), marked as used at ``now_s``."""
         self._now = max(self._now, now_s)
         items = self._items
+        entry = items.pop(key, None)  # first: touching a stored key must not evict it
         while items:
             oldest = next(iter(items.values()))
             if len(items) < self._max_items and self._now - oldest[0] < self._idle_s:
                 break
             items.popitem(last=False)
-        entry = items.pop(key, None)
-        value = entry[1] if entry is not None else make()
+        fresh = entry is not None and self._now - entry[0] < self._idle_s
+        value = entry[1] if fresh and entry is not None else make()
         items[key] = (self._now, value)
         return value

@@ -83,7 +83,6 @@ class Breaker:
         self.machine = CircuitMachine(config, jitter)
         self.turns = TurnBreaker(config)
         self.circuits: LruMap[CircuitKey, Circuit] = LruMap(config.max_circuits)
-        self._tools_of: dict[str, set[str]] = {}  # server -> tool circuit names, blast radius
 
     # -- the decision -----------------------------------------------------------------
     def observe(self, call: ToolCall) -> CallDecision:
@@ -156,14 +155,19 @@ class Breaker:
     def _record(
         self, call: ToolCall, server_key: CircuitKey | None, tool_key: CircuitKey
     ) -> list[Transition]:
+        """The call's outcome, into the circuits it bears on.
+
+        The server circuit tracks whether the server can be reached: a transport or
+        timeout failure counts against it, and any answer from it (a success, or a tool
+        that ran and failed) counts for it. The tool circuit tracks the tool: a success
+        counts for it, its own failures against it, except protocol errors (invalid
+        params), which are the caller's, not the tool's.
+        """
         at_s = call.end_ns / NS_PER_S
-        if call.outcome is Outcome.OK:
-            keys = [k for k in (server_key, tool_key) if k is not None]
-            return [t for k in keys for t in self.machine.record(self._circuit(k), False, at_s)]
-        if call.outcome is not Outcome.FAILED:
+        if call.outcome is not Outcome.OK and call.outcome is not Outcome.FAILED:
             return []  # neutral and unknown outcomes change nothing
-        against_server = call.failure_class in TOOL_WIDE and server_key is not None
-        key = server_key if against_server and server_key is not None else tool_key
+        server_failed = call.outcome is Outcome.FAILED and call.failure_class in TOOL_WIDE
+        tool_failed = call.outcome is Outcome.FAILED and not server_failed
         failure = FailureRecord(
             at_s=at_s,
             trace_id=call.trace_id,
@@ -171,7 +175,16 @@ class Breaker:
             failure_class=(call.failure_class or FailureClass.TOOL_ERROR).value,
             excerpt=call.verdict.error_excerpt,
         )
-        return self.machine.record(self._circuit(key), True, at_s, failure)
+        events: list[Transition] = []
+        if server_key is not None:
+            server = self._circuit(server_key)
+            events += self.machine.record(server, server_failed, at_s, failure)
+        elif server_failed:
+            tool_failed = True  # no server to blame: the tool is what the harness sees fail
+        counts_for_tool = call.failure_class is not FailureClass.PROTOCOL
+        if (not server_failed or server_key is None) and counts_for_tool:
+            events += self.machine.record(self._circuit(tool_key), tool_failed, at_s, failure)
+        return events
 
     # -- manual control -----------------------------------------------------------------
     def force(
@@ -184,21 +197,25 @@ class Breaker:
 
     # -- reading the state --------------------------------------------------------------
     def server_out(self, server: str) -> bool:
-        """Blast radius: when most of a server's tools are open, the server is out."""
-        tools = self._tools_of.get(server, set())
+        """Blast radius: when most of a server's tools are open, the server is out.
+
+        Read from the circuits themselves (bounded), at the cost of a scan: it is asked
+        when a circuit changes state, not on every call.
+        """
+        prefix = f"{server}/"
+        tools = [
+            c
+            for c in self.circuits.values()
+            if c.key.scope is Scope.TOOL and c.key.name.startswith(prefix)
+        ]
         if len(tools) < self.config.blast_radius_min_tools:
             return False
-        open_tools = sum(
-            1
-            for name in tools
-            if (c := self.circuits.get(CircuitKey(Scope.TOOL, name))) and c.state in BLOCKING
-        )
+        open_tools = sum(1 for c in tools if c.state in BLOCKING)
         return open_tools / len(tools) >= self.config.blast_radius_ratio
 
     def _keys(self, call: ToolCall) -> tuple[CircuitKey | None, CircuitKey]:
         server = call.server or NO_SERVER
         tool = CircuitKey(Scope.TOOL, f"{server}/{call.tool}")
-        self._tools_of.setdefault(server, set()).add(tool.name)
         return (CircuitKey(Scope.SERVER, call.server) if call.server else None), tool
 
     def _circuit(self, key: CircuitKey) -> Circuit:

@@ -228,6 +228,8 @@ class CircuitMachine:
     ) -> Transition:
         if target not in _MANUAL:
             raise ValueError(f"force() takes forced_open or forced_closed, not {target}")
+        if (circuit.state, target) not in ALLOWED_TRANSITIONS:  # before touching anything
+            raise IllegalTransition("circuit", circuit.state, target)
         circuit.forced_until_s = until_s
         circuit.forced_reason = reason
         return self._transition(circuit, target, Trigger.FORCED, now_s, reason)
