@@ -3,8 +3,9 @@
 For each call, in span time: what state governed it when it was made (the worst of its
 server's circuit, its tool's circuit and its turn's blocks), whether it was a dead call
 (made while that state said no), and then what its outcome does to the circuits.
-Transport and timeout failures count against the server; the other failures against the
-tool; a success counts for both. Neutral and unknown outcomes change nothing.
+Transport and timeout failures count against the server, and any other answer for it;
+the tool's own failures count against the tool (protocol errors, the caller's, do not);
+a success counts for both. Neutral and unknown outcomes change nothing.
 
 Every decision carries its evidence and a model-facing message built only from the
 redacted excerpt, so a harness can tell the model what is out, why, and since when.
