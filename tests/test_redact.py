@@ -91,6 +91,7 @@ EXACT = [
     ("authorization basic", "Authorization: Basic dXNlcjpwYXNz", "Authorization: Basic [REDACTED]"),
     ("bare bearer", "sent Bearer abc.def.ghi", "sent Bearer [REDACTED]"),
     ("bearer in prose", "missing bearer token", "missing bearer token"),
+    ("basic in prose", "Basic Auth required", "Basic Auth required"),
     ("jwt", f"token {JWT} expired", "token [REDACTED] expired"),
     (
         "openai key",
@@ -135,6 +136,7 @@ EXACT = [
     ("unc path", r"share \\fileserver\team\notes unavailable", "share <path> unavailable"),
     ("single segment route kept", "POST /mcp returned 405", "POST /mcp returned 405"),
     ("email", "invite for bob.smith@example.com.", "invite for <email>."),
+    ("glued emails", "a@b.cd_e@f.gh", "<email>"),
     ("hex hash", "trace 6d1efdd560dd868db1fdbea1394cd3cd lost", "trace [REDACTED] lost"),
     (
         "long identifier kept",
@@ -204,6 +206,14 @@ def test_redact_removes_secrets_keeps_meaning(text: str, gone: list[str], kept: 
         assert secret not in result
     for meaning in kept:
         assert meaning in result
+
+
+def test_redact_drops_a_secret_cut_at_the_scan_limit() -> None:
+    """A key cut in half by the scan limit is dropped, not left as a fragment."""
+    text = "x " * 595 + "sk-" + "A1" * 40
+    result = redact(text)
+    assert "sk-" not in result
+    assert "A1A1" not in result
 
 
 @pytest.mark.parametrize(

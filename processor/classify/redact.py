@@ -1,39 +1,30 @@
 """Error texts scrubbed before they leave the process.
 
-A recorded tool error travels on: to the model (as the result of a refused call), to logs
-and to metrics. Tool servers write those texts for their own operators, so they can hold
-credentials, private paths and addresses. :func:`redact` keeps what failed and why
-("upstream MCP session is closed", "Bad Request", tool names, JSON-RPC codes and methods
-such as ``notifications/initialized``, the upstream's scheme, host and port) and removes:
+Recorded tool errors go on to the model (as the result of a refused call), to logs and to
+metrics. Tool servers write them for their own operators, so they can hold credentials,
+private paths and addresses. :func:`redact` keeps what failed and why ("upstream MCP session
+is closed", "Bad Request", tool names, JSON-RPC codes, methods such as ``tools/call``, the
+upstream's scheme, host and port: IPs and ports are not credentials) and removes:
 
-- API keys with a well-known prefix (``sk-``, ``ghp_``, ``github_pat_``, ``xoxb-``,
-  ``glpat-``, ``AKIA``, ``AIza``), JWTs and PEM private key blocks -> ``[REDACTED]``;
-- the value of ``key=value``, ``key: value`` and ``"key": "value"`` when the key names a
-  secret (password, token, api_key, cookie, session, ...), and of ``UPPER_SNAKE=value``
-  environment assignments: the key stays, the value becomes ``[REDACTED]``;
-- ``Bearer``/``Basic`` credentials -> ``Bearer [REDACTED]``;
-- in URLs, userinfo -> ``[REDACTED]@``, query -> ``?[REDACTED]``, fragment ->
-  ``#[REDACTED]``; the path keeps one short plain first segment (``/mcp``, ``/v1``) and the
-  rest becomes ``<path>``, because webhook URLs carry their secret in the path;
-- filesystem paths -> ``<path>``: absolute paths with two segments or a file extension,
-  ``~`` and ``./`` paths, Windows drive and UNC paths, relative paths ending in a file
-  name (``secret/file.txt``). Slashed words without an extension stay (``tools/call``);
-- e-mail addresses -> ``<email>``;
-- opaque runs of 32 or more base64/hex characters holding a digit (keys, hashes, ids).
+- keys with a known prefix (``sk-``, ``ghp_``, ``github_pat_``, ``xoxb-``, ``glpat-``,
+  ``AKIA``, ``AIza``), JWTs, PEM private key blocks, and runs of 32+ base64/hex characters
+  holding a digit (keys, hashes, ids) -> ``[REDACTED]``;
+- the value after a key that names a secret (``password=``, ``token:``, ``"api_key":``,
+  ``Cookie:``, ...), after an ``UPPER_SNAKE=`` environment name, and after ``Bearer`` or
+  ``Basic`` -> the key stays, the value becomes ``[REDACTED]``;
+- in URLs: userinfo, query and fragment -> ``[REDACTED]``; of the path only a short plain
+  first segment stays (``/mcp``), the rest -> ``<path>``: webhooks carry secrets there;
+- filesystem paths -> ``<path>``: absolute with two segments or a file extension, ``~/``,
+  ``./``, Windows and UNC, relative ending in a file name (``secret/file.txt``);
+- e-mail addresses -> ``<email>``.
 
-IP addresses and ports stay: they say which upstream failed and are not credentials.
-The patterns err towards removing too much: a false positive costs a word of the message,
-a false negative leaks a credential.
-
-The result is printable and bounded: whitespace runs become one space; control characters,
-lone surrogates and bidi overrides become U+FFFD; it is cut between words to at most
-``max_chars`` with a trailing "…". Only the first ``SCAN_FACTOR * max_chars`` characters
-are examined, so the cost does not grow with the input, and every pattern is free of nested
-quantifiers. A word cut at the scan limit or by the cap is dropped whole: a cut secret
-would no longer match its pattern. ``redact`` is idempotent.
-
-The argument must be a ``str`` (the type checker holds callers to it); any ``str`` is
-accepted, and only a ``max_chars`` below 1 raises.
+The patterns err towards removing too much: a false positive costs a word, a false negative
+leaks a credential. The result is one printable line (whitespace runs become a space;
+controls, lone surrogates and bidi overrides become U+FFFD) of at most ``max_chars``, cut
+between words with a trailing "…". Only the first ``SCAN_FACTOR * max_chars`` characters
+are read, and no pattern repeats a quantified group, so the cost is bounded whatever the
+input. A word cut by either limit is dropped whole, since half a secret matches no pattern.
+``redact`` is idempotent. It takes any ``str``; only ``max_chars`` below 1 raises.
 """
 
 from __future__ import annotations
@@ -106,8 +97,8 @@ _URL = re.compile(
 _PLAIN_SEGMENT = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,15}")
 _TRAILING_PUNCTUATION = ".,;:!?"  # ends the sentence, not the URL or path
 
-# The domain takes every local-part character too, so a glued "a@b.c_d@e.f" goes whole.
-_EMAIL = re.compile(r"(?<![\w.%+-])[\w.%+-]+@[\w%+-]+\.[\w.%+-]+", re.ASCII)
+# The domain also takes local-part characters and "@": a glued "a@b.c_d@e.f" goes whole.
+_EMAIL = re.compile(r"(?<![\w.%+-])[\w.%+-]+@[\w%+-]+\.[\w.%+@-]+", re.ASCII)
 _WINDOWS_PATH = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]:[\\/][\w.~/\\@+$-]*")
 # Any word with a slash; _path_or_word decides whether it is a path.
 _SLASHED_WORD = re.compile(r"(?<![\w.~/\\-])[\w.~-]*[/\\][\w.~/\\@+-]*")
@@ -155,11 +146,11 @@ def _scrub(text: str) -> str:
 
 
 def _scrub_plain(text: str) -> str:
-    text = _EMAIL.sub(_redact_email, text)
+    text = _replace(_EMAIL, EMAIL_MARKER, text)
     # Opaque runs before paths: a run ends at "." where a path goes on, so paths must be
     # judged on what is left, or the next pass would see a different word.
     text = _OPAQUE_RUN.sub(_redact_opaque, text)
-    text = _WINDOWS_PATH.sub(_redact_windows_path, text)
+    text = _replace(_WINDOWS_PATH, PATH_MARKER, text)
     return _SLASHED_WORD.sub(_path_or_word, text)
 
 
@@ -221,8 +212,8 @@ def _redact_pair(match: re.Match[str]) -> str:
 
 def _redact_credential(match: re.Match[str]) -> str:
     credential = match.group("credential")
-    if credential.isalpha() and credential.islower():
-        return match.group()  # prose: "bearer token", "basic realm"
+    if credential.isalpha() and (credential.islower() or credential.istitle()):
+        return match.group()  # prose: "bearer token", "Basic Auth"
     return match.group("scheme") + " " + REDACTED
 
 
@@ -231,12 +222,9 @@ def _redact_opaque(match: re.Match[str]) -> str:
     return REDACTED if _DIGIT.search(match.group()) else match.group()
 
 
-def _redact_email(match: re.Match[str]) -> str:
-    return EMAIL_MARKER + _split_trailing(match.group())[1]
-
-
-def _redact_windows_path(match: re.Match[str]) -> str:
-    return PATH_MARKER + _split_trailing(match.group())[1]
+def _replace(pattern: re.Pattern[str], marker: str, text: str) -> str:
+    """Replace each match by ``marker``, keeping the punctuation that ends the sentence."""
+    return pattern.sub(lambda match: marker + _split_trailing(match.group())[1], text)
 
 
 def _split_trailing(text: str) -> tuple[str, str]:
