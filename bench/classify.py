@@ -4,7 +4,8 @@ For the ``mixed`` payload (15% MCP spans) and the ``plain`` one (no MCP span, bu
 anyway, as when a marker shows up by chance), in one run:
 
     parse+serialize  what the parsed path costs without analysis (the baseline)
-    stage            Stage.from_protobuf with the classifier hooked in (what serve runs)
+    stage            Stage.from_protobuf with the analysis hooked in: classify, breaker,
+                     annotate (what serve runs)
     classify         Classifier.classify alone, on an already decoded request
 
 Reported in ns per span (all spans), ns per MCP span, and as the stage's ratio to the
@@ -26,6 +27,8 @@ from payload import SPANS_PER_REQUEST, build_requests
 
 from processor.analyze import Analyzer
 from processor.classify.classifier import Classifier
+from processor.config import BreakerConfig
+from processor.engines.breaker import Breaker
 from processor.stage import Stage
 
 CLOCK_STEP_S = 0.001  # the fake clock advances per request, as arrivals would
@@ -63,7 +66,8 @@ def measure(variant: str, rounds: int) -> dict[str, float]:
     def fresh_stage() -> Stage:
         # A new classifier per round: each span is new to it, as in real traffic (a
         # classifier that saw the span before only checks that and moves on).
-        return Stage((Analyzer(Classifier(), clock=now),), markers=(b"",))  # always parse
+        analyzer = Analyzer(Classifier(), Breaker(BreakerConfig()), clock=now)
+        return Stage((analyzer,), markers=(b"",))  # always parse
 
     def baseline() -> None:
         for payload in payloads:
@@ -104,7 +108,7 @@ def main() -> int:
     labels = [
         ("mcp_spans_per_request", "MCP spans per 512-span request", "{:.0f}"),
         ("baseline_ns_per_span", "parse + serialize, ns/span (baseline)", "{:,.0f}"),
-        ("stage_ns_per_span", "stage with classification, ns/span", "{:,.0f}"),
+        ("stage_ns_per_span", "stage with the analysis, ns/span", "{:,.0f}"),
         ("stage_over_baseline", "stage / baseline", "{:.2f}"),
         ("classify_ns_per_span", "classify alone, ns/span (all spans)", "{:,.0f}"),
         ("classify_ns_per_mcp_span", "classify alone, ns per MCP span", "{:,.0f}"),
