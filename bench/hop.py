@@ -233,8 +233,9 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def received_bytes(null: Child) -> int | None:
     """What the null receiver printed as it stopped; None if it never got to say.
 
-    Bytes, not requests: the hop merges requests that wait in its queue, and it forwards
-    pass-through requests byte for byte and re-encodes parsed ones to the same length.
+    Bytes, not requests: the hop merges requests that wait in its queue. It forwards
+    pass-through requests byte for byte; parsed ones come out re-encoded, a little longer
+    where it annotated spans.
     """
     lines = null.output.read_text(errors="replace").splitlines()
     reports = [line for line in lines if line.startswith("{")]
@@ -262,7 +263,8 @@ def check(runs: list[dict[str, Any]], received: int | None) -> list[str]:
         if run[wrong_path]:
             problems.append(f"{what}: {run[wrong_path]} requests took the wrong stage path")
     sent = sum(run["ok_bytes"] for run in runs)
-    if received != sent:
+    # At least what was sent: the hop adds mcp.breaker.* attributes to the MCP spans.
+    if received is None or received < sent:
         problems.append(f"the null receiver got {received} bytes; {sent} were sent")
     return problems
 
