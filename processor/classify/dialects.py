@@ -178,13 +178,9 @@ def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -
         server=server,
         arguments=arguments,
         has_arguments=raw_arguments is not None and arguments is not None,
-        signals=Signals(
-            error_type=span.text("error.type"),
+        signals=_signals(
+            span,
             rpc_code=_int(rpc_code),
-            status_error=span.is_error,
-            status_ok=span.is_ok,
-            status_message=span.status_message,
-            exceptions=span.exceptions,
             result_body=result,
             result_text=_text_of(result) if result is not None else "",
             # The mcp SDK 2.x leaves its client span UNSET even when the tool failed; the
@@ -216,12 +212,8 @@ def _traceloop_call(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Read
         or span.name.removesuffix(TRACELOOP_TOOL_SUFFIX),
         arguments=given.get("arguments"),
         has_arguments=has_arguments,
-        signals=Signals(
-            error_type=span.text("error.type"),
-            status_error=span.is_error,
-            status_ok=span.is_ok,
-            status_message=span.status_message,
-            exceptions=span.exceptions,
+        signals=_signals(
+            span,
             is_error=_bool(output.get("is_error")) if output else None,
             result_body=body,
             result_text=_text_of(result) if result is not None else "",
@@ -266,12 +258,8 @@ def _logfire(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading | N
         tool=str(params.get("name") or _tool_from_name(span.name, method)),
         arguments=params.get("arguments"),
         has_arguments="arguments" in params,
-        signals=Signals(
-            error_type=span.text("error.type"),
-            status_error=span.is_error,
-            status_ok=span.is_ok,
-            status_message=span.status_message,
-            exceptions=span.exceptions,
+        signals=_signals(
+            span,
             is_error=_bool(response.get("isError")) if response else None,
             result_body=body,
             result_text=text,
@@ -279,6 +267,19 @@ def _logfire(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading | N
             hidden_patterns=patterns,
         ),
         request_id=_str(request.get("id")),
+    )
+
+
+def _signals(span: SpanView, **found: Any) -> Signals:
+    """The outcome signals every span carries (status, error.type, exception events), plus
+    what the dialect found in its own attributes."""
+    return Signals(
+        error_type=span.text("error.type"),
+        status_error=span.is_error,
+        status_ok=span.is_ok,
+        status_message=span.status_message,
+        exceptions=span.exceptions,
+        **found,
     )
 
 
