@@ -12,17 +12,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from processor.classify.classifier import Classifier
-from processor.classify.events import Event, ToolCall
+from processor.classify.events import Event, ToolListing
 from processor.engines.breaker import Breaker, CallDecision
-from processor.enrich import annotate
+from processor.engines.roster import RosterFinding, RosterHealth
+from processor.enrich import annotate, annotate_listing
 
 log = logging.getLogger(__name__)
 
-Finding = Event | CallDecision
+Finding = Event | CallDecision | RosterFinding
 Sink = Callable[[Finding], None]
 
 
@@ -32,10 +34,12 @@ class Analyzer:
         classifier: Classifier,
         breaker: Breaker,
         sinks: Sequence[Sink] = (),
+        roster: RosterHealth | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.classifier = classifier
         self.breaker = breaker
+        self.roster = roster if roster is not None else RosterHealth()
         self._sinks = tuple(sinks)
         self._clock = clock
 
@@ -53,13 +57,37 @@ class Analyzer:
     def _publish(self, events: list[Event], *, annotate_spans: bool) -> None:
         for event in events:
             self._emit(event)
-            if not isinstance(event, ToolCall):
+            if isinstance(event, ToolListing):
+                self._listing(event, annotate_spans)
                 continue
             decision = self.breaker.observe(event)
             if annotate_spans:
                 annotate(self.classifier.spans, decision)
             self._log(decision)
             self._emit(decision)
+
+    def _listing(self, listing: ToolListing, annotate_spans: bool) -> None:
+        finding = self.roster.observe(listing)
+        stale = tuple(
+            tool
+            for tool in listing.offered_tools or ()
+            if self.breaker.blocking(listing.server, tool)
+        )
+        if stale:
+            finding = replace(finding, stale_tools=stale)
+        if annotate_spans:
+            annotate_listing(self.classifier.spans, finding)
+        if finding.collapse is not None:
+            collapse = finding.collapse
+            log.info(
+                "roster %s in turn %s: rounds %d-%d offered no tools (%d before)",
+                "recovered" if collapse.recovered_round else "collapsed",
+                collapse.turn,
+                collapse.from_round,
+                collapse.to_round,
+                collapse.offered_before,
+            )
+        self._emit(finding)
 
     def _emit(self, finding: Finding) -> None:
         for sink in self._sinks:

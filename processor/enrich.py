@@ -14,8 +14,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.engines.breaker import CallDecision
+from processor.engines.roster import RosterFinding
 
 PREFIX = "mcp.breaker."
+ROSTER_PREFIX = "mcp.roster."
 
 
 def decision_attributes(decision: CallDecision) -> dict[str, str | bool]:
@@ -39,11 +41,39 @@ def decision_attributes(decision: CallDecision) -> dict[str, str | bool]:
     return {PREFIX + key: value for key, value in values.items()}
 
 
+def roster_attributes(finding: RosterFinding) -> dict[str, str | bool]:
+    values: dict[str, str | bool] = {"state": finding.state.value}
+    if finding.missing_attributes:
+        values["missing_attributes"] = ",".join(finding.missing_attributes)
+    collapse = finding.collapse
+    if collapse is not None:
+        values["collapse"] = collapse.recovered_round is None
+        values["collapse_rounds"] = f"{collapse.from_round}-{collapse.to_round}"
+    health = finding.namespaces
+    if health is not None:
+        values["attachment"] = health.attachment.value
+        if health.missing:
+            values["missing_namespaces"] = ",".join(health.missing)
+        values["startup_race"] = health.startup_race
+    if finding.stale_tools:
+        values["stale_tools"] = ",".join(finding.stale_tools)
+    return {ROSTER_PREFIX + key: value for key, value in values.items()}
+
+
 def annotate(spans: Mapping[bytes, Span], decision: CallDecision) -> int:
     """Add the decision's attributes to each of its spans present here; return how many."""
+    return _add(spans, decision.call.span_ids, decision_attributes(decision))
+
+
+def annotate_listing(spans: Mapping[bytes, Span], finding: RosterFinding) -> int:
+    return _add(spans, finding.listing.span_ids, roster_attributes(finding))
+
+
+def _add(
+    spans: Mapping[bytes, Span], span_ids: tuple[bytes, ...], attributes: dict[str, str | bool]
+) -> int:
     annotated = 0
-    attributes = decision_attributes(decision)
-    for span_id in decision.call.span_ids:
+    for span_id in span_ids:
         span = spans.get(span_id)
         if span is None:
             continue

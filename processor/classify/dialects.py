@@ -101,7 +101,7 @@ def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
         counts = {
             k.removeprefix("mcp.tools."): v
             for k, v in attrs.items()
-            if k.startswith("mcp.tools.") or k.startswith("mcp.namespaces.")
+            if k.startswith(("mcp.tools.", "mcp.namespaces.", "mcp.session.tool_snapshot"))
         }
         return Reading(
             kind=Kind.LISTING,

@@ -101,6 +101,15 @@ class ToolListing:
     offered: int | None = None
     namespaces_connected: tuple[str, ...] | None = None
     namespaces_attached: tuple[str, ...] | None = None
+    namespaces_required: tuple[str, ...] | None = None
+    # When the session's tool snapshot was taken, and when each namespace connected
+    # (epoch seconds): a namespace that connected later cannot be in the snapshot.
+    tool_snapshot_at_s: float | None = None
+    namespaces_connected_at_s: tuple[tuple[str, float], ...] | None = None
+    # Where the health claim comes from: "client_namespace" (a call through the session's
+    # own client) can prove a namespace works; "offline_spawn" cannot.
+    probe_source: str | None = None
+    offered_tools: tuple[str, ...] | None = None  # names, when the harness records them
     problems: tuple[str, ...] = ()  # attributes that were present but malformed
     start_ns: int
     end_ns: int

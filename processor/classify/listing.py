@@ -6,6 +6,7 @@ health must not call a roster collapsed because an instrument wrote ``-1`` or ``
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +14,10 @@ COUNT_FIELDS = ("configured", "listed", "reached", "unavailable", "registered", 
 NAMESPACE_FIELDS = {
     "mcp.namespaces.connected": "namespaces_connected",
     "mcp.namespaces.attached": "namespaces_attached",
+    "mcp.namespaces.required": "namespaces_required",
+    "offered_names": "offered_tools",  # mcp.tools.offered_names
 }
+PROBE_SOURCES = ("client_namespace", "offline_spawn")
 MAX_NAMESPACES = 256
 MAX_NAMESPACE_CHARS = 128
 
@@ -43,9 +47,50 @@ def listing_counts(raw: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, .
             fields[name] = tuple(v[:MAX_NAMESPACE_CHARS] for v in value[:MAX_NAMESPACES])
         else:
             problems.append(f"{key}: expected a list of names, got {type(value).__name__}")
+    snapshot = raw.get("mcp.session.tool_snapshot_at")
+    if snapshot is not None:
+        if isinstance(snapshot, (int, float)) and not isinstance(snapshot, bool):
+            fields["tool_snapshot_at_s"] = float(snapshot)
+        else:
+            problems.append(
+                f"mcp.session.tool_snapshot_at: expected epoch seconds, got {snapshot!r:.40}"
+            )
+    connected_at = raw.get("mcp.namespaces.connected_at")
+    if connected_at is not None:
+        parsed = _connected_at(connected_at)
+        if parsed is None:
+            problems.append(
+                "mcp.namespaces.connected_at: expected a JSON object of name -> seconds"
+            )
+        else:
+            fields["namespaces_connected_at_s"] = parsed
+    source = raw.get("mcp.namespaces.probe_source")
+    if source is not None:
+        if source in PROBE_SOURCES:
+            fields["probe_source"] = source
+        else:
+            problems.append(
+                f"mcp.namespaces.probe_source: expected one of {', '.join(PROBE_SOURCES)}"
+            )
     listed, configured = fields.get("listed"), fields.get("configured")
     if listed is not None and configured is not None and listed > configured:
         # Not impossible (one server may list many tools), but worth flagging: the counts
         # are per server in every harness we know.
         problems.append(f"listed ({listed}) exceeds configured ({configured})")
     return fields, tuple(problems)
+
+
+def _connected_at(value: Any) -> tuple[tuple[str, float], ...] | None:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if len(value) < 64 * 1024 else None
+        except (ValueError, RecursionError):
+            return None
+    if not isinstance(value, dict):
+        return None
+    pairs = []
+    for name, at in list(value.items())[:MAX_NAMESPACES]:
+        if not isinstance(at, (int, float)) or isinstance(at, bool):
+            return None
+        pairs.append((str(name)[:MAX_NAMESPACE_CHARS], float(at)))
+    return tuple(pairs)

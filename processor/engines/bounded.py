@@ -31,6 +31,10 @@ class LruMap(Generic[K, V]):
     def __getitem__(self, key: K) -> V:
         return self._items[key]
 
+    def peek(self, key: K) -> V | None:
+        """The value, without counting as a use."""
+        return self._items.get(key)
+
     def get(self, key: K) -> V | None:
         value = self._items.get(key)
         if value is not None:

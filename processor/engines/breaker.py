@@ -197,6 +197,13 @@ class Breaker:
         return self.machine.release(self._circuit(key), reason, now_s)
 
     # -- reading the state --------------------------------------------------------------
+    def blocking(self, server: str | None, tool: str) -> bool:
+        """Is the tool's or its server's circuit open right now (as last seen)?"""
+        keys = [CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}")]
+        if server:
+            keys.append(CircuitKey(Scope.SERVER, server))
+        return any(c is not None and c.state in BLOCKING for c in map(self.circuits.peek, keys))
+
     def server_out(self, server: str) -> bool:
         """Blast radius: when most of a server's tools are open, the server is out.
 

@@ -1,0 +1,186 @@
+"""Roster health: the tool surface the model was actually offered, from tool listings.
+
+Pure, with span time passed in, like the breaker. Per listing it derives a state; per
+turn it follows the tools offered round by round and reports a mid-turn collapse and its
+recovery; per listing with namespace lists it tells attached from merely connected, and
+spots a session snapshot taken before a namespace connected. Names and counts only.
+
+Listing states (the sirens-echo seed: 21 of 25 listings said ``reached: 0, cached: true``,
+and nobody could tell a warm cache from servers backing off):
+
+    cold       every configured server was reached for this listing
+    warm       served from cache, every server registered, none unavailable
+    backoff    some servers unavailable (backing off), or not all reached
+    collapsed  servers configured, but nothing registered or zero tools offered
+    ambiguous  cached, nothing reached, and no ``unavailable``/``registered`` to tell warm
+               from backoff: an old instrument; the missing attributes are named
+    unknown    no ``configured`` count at all
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from processor.classify.events import ToolListing
+from processor.engines.bounded import IdleMap
+
+NS_PER_S = 1_000_000_000
+DEFAULT_COLLAPSE_FRACTION = 0.0  # offered falling to this share of the turn's best, or below
+PROBE_THAT_PROVES = "client_namespace"
+
+
+class ListingState(enum.StrEnum):
+    COLD = "cold"
+    WARM = "warm"
+    BACKOFF = "backoff"
+    COLLAPSED = "collapsed"
+    AMBIGUOUS = "ambiguous"
+    UNKNOWN = "unknown"
+
+
+class Attachment(enum.StrEnum):
+    NAMESPACES_ATTACHED = "namespaces_attached"
+    CONNECTED_BUT_NAMESPACES_MISSING = "connected_but_namespaces_missing"
+    DISCONNECTED = "disconnected"
+
+
+def listing_state(listing: ToolListing) -> tuple[ListingState, tuple[str, ...]]:
+    """The state of one listing, and the attributes whose absence made it ambiguous."""
+    configured = listing.configured
+    if configured is None:
+        return ListingState.UNKNOWN, ("configured",)
+    if configured > 0 and (listing.registered == 0 or listing.offered == 0):
+        return ListingState.COLLAPSED, ()
+    if listing.unavailable:
+        return ListingState.BACKOFF, ()
+    if listing.cached:
+        old_instrument = listing.registered is None and listing.unavailable is None
+        if old_instrument and not listing.reached:
+            return ListingState.AMBIGUOUS, ("unavailable", "registered")
+        return ListingState.WARM, ()
+    if listing.reached is not None and listing.reached < configured:
+        return ListingState.BACKOFF, ()
+    return ListingState.COLD, ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Collapse:
+    """The tools offered fell to (near) zero mid-turn; ``until_round`` once it recovered."""
+
+    turn: str
+    from_round: int  # the first round offered nothing
+    to_round: int  # the last round offered nothing (so far)
+    offered_before: int
+    recovered_round: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamespaceHealth:
+    attachment: Attachment
+    missing: tuple[str, ...]  # required (else connected) but not attached
+    startup_race: bool
+    late: tuple[str, ...]  # connected after the session's tool snapshot was taken
+    probe_proves: bool | None  # None when no probe source was recorded
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RosterFinding:
+    listing: ToolListing
+    state: ListingState
+    missing_attributes: tuple[str, ...]
+    collapse: Collapse | None  # opened, extended or recovered by this listing
+    namespaces: NamespaceHealth | None
+    stale_tools: tuple[str, ...] = ()  # offered, though their breaker is open
+
+
+def namespace_health(listing: ToolListing) -> NamespaceHealth | None:
+    connected = listing.namespaces_connected
+    attached = listing.namespaces_attached
+    if connected is None and attached is None:
+        return None
+    connected_set, attached_set = set(connected or ()), set(attached or ())
+    wanted = listing.namespaces_required or tuple(connected or ())
+    missing = tuple(sorted(n for n in wanted if n not in attached_set))
+    if not connected_set:
+        attachment = Attachment.DISCONNECTED
+    elif missing:
+        attachment = Attachment.CONNECTED_BUT_NAMESPACES_MISSING
+    else:
+        attachment = Attachment.NAMESPACES_ATTACHED
+    late: tuple[str, ...] = ()
+    snapshot = listing.tool_snapshot_at_s
+    if snapshot is not None and listing.namespaces_connected_at_s:
+        late = tuple(sorted(n for n, at in listing.namespaces_connected_at_s if at > snapshot))
+    probe = None if listing.probe_source is None else listing.probe_source == PROBE_THAT_PROVES
+    return NamespaceHealth(
+        attachment=attachment,
+        missing=missing,
+        startup_race=bool(late),
+        late=late,
+        probe_proves=probe,
+    )
+
+
+@dataclass(slots=True)
+class _Surface:
+    best: int = 0  # most tools offered in the turn so far
+    collapse: Collapse | None = None
+
+
+class RosterHealth:
+    def __init__(
+        self,
+        *,
+        max_turns: int = 50_000,
+        turn_idle_s: float = 3600.0,
+        collapse_fraction: float = DEFAULT_COLLAPSE_FRACTION,
+    ) -> None:
+        self._turns: IdleMap[str, _Surface] = IdleMap(max_turns, turn_idle_s)
+        self._fraction = collapse_fraction
+
+    def observe(self, listing: ToolListing) -> RosterFinding:
+        state, missing = listing_state(listing)
+        return RosterFinding(
+            listing=listing,
+            state=state,
+            missing_attributes=missing,
+            collapse=self._surface(listing),
+            namespaces=namespace_health(listing),
+        )
+
+    def _surface(self, listing: ToolListing) -> Collapse | None:
+        offered, round_ = listing.offered, listing.round
+        if offered is None or round_ is None:
+            return None
+        surface = self._turns.touch(listing.turn, listing.end_ns / NS_PER_S, _Surface)
+        collapsed = surface.best > 0 and offered <= surface.best * self._fraction
+        current = surface.collapse
+        if collapsed:
+            if current is None or current.recovered_round is not None:
+                current = Collapse(
+                    turn=listing.turn,
+                    from_round=round_,
+                    to_round=round_,
+                    offered_before=surface.best,
+                )
+            else:
+                current = Collapse(
+                    turn=current.turn,
+                    from_round=current.from_round,
+                    to_round=max(current.to_round, round_),
+                    offered_before=current.offered_before,
+                )
+            surface.collapse = current
+            return current
+        surface.best = max(surface.best, offered)
+        if current is not None and current.recovered_round is None:
+            surface.collapse = Collapse(
+                turn=current.turn,
+                from_round=current.from_round,
+                to_round=current.to_round,
+                offered_before=current.offered_before,
+                recovered_round=round_,
+            )
+            return surface.collapse
+        return None
