@@ -25,6 +25,7 @@ from processor.analyze import Analyzer, Sink
 from processor.classify.classifier import Classifier
 from processor.config import ServiceConfig, split_endpoint
 from processor.engines.breaker import Breaker
+from processor.engines.roster import RosterHealth
 from processor.errors import StartupError
 from processor.forward.queue import Downstream, DrainReport, Forwarder, Release
 from processor.forward.senders import Sender, make_sender
@@ -67,7 +68,9 @@ class Service:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = SelfMetrics(self.registry)
         self.breaker = Breaker(config.breaker)
-        self.analyzer = Analyzer(Classifier(config.classify), self.breaker, event_sinks)
+        self.analyzer = Analyzer(
+            Classifier(config.classify), self.breaker, event_sinks, RosterHealth(config.roster)
+        )
         self.stage = (
             stage
             if stage is not None

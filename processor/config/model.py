@@ -85,6 +85,11 @@ class Rule(enum.StrEnum):
     SERVER = "server"  # across turns, per server
 
 
+# --- roster health -----------------------------------------------------------------------
+DEFAULT_COLLAPSE_FRACTION = 0.0  # offered at or below this share of the turn's best: collapse
+DEFAULT_ROSTER_MAX_TURNS = 50_000
+DEFAULT_ROSTER_TURN_IDLE_S = 3600.0
+
 # --- self-telemetry and logs --------------------------------------------------------------
 DEFAULT_METRICS_ENDPOINT = "0.0.0.0:9464"
 DEFAULT_READY_PROBE_TIMEOUT_S = 1.0
@@ -390,6 +395,27 @@ class BreakerConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RosterConfig:
+    """Tool listings: when the surface offered to the model counts as collapsed."""
+
+    # 0.0: only a drop to zero tools is a collapse; 0.5: a drop to half the turn's best.
+    collapse_fraction: float = DEFAULT_COLLAPSE_FRACTION
+    max_turns: int = DEFAULT_ROSTER_MAX_TURNS
+    turn_idle_s: float = DEFAULT_ROSTER_TURN_IDLE_S
+
+    def validate(self, prefix: str) -> list[str]:
+        problems = []
+        if not 0 <= self.collapse_fraction < 1:
+            problems.append(
+                f"{prefix}.collapse_fraction: must be in [0, 1), got {self.collapse_fraction}"
+            )
+        for key in ("max_turns", "turn_idle_s"):
+            if getattr(self, key) <= 0:
+                problems.append(f"{prefix}.{key}: must be positive, got {getattr(self, key)}")
+        return problems
+
+
+@dataclass(frozen=True, kw_only=True)
 class TelemetryConfig:
     """Self-telemetry: Prometheus /metrics, /healthz and /readyz on one port."""
 
@@ -423,6 +449,7 @@ class ServiceConfig:
     forward: ForwardConfig = field(default_factory=ForwardConfig)
     classify: ClassifyConfig = field(default_factory=ClassifyConfig)
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
+    roster: RosterConfig = field(default_factory=RosterConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
@@ -432,6 +459,7 @@ class ServiceConfig:
             + self.forward.validate("forward")
             + self.classify.validate("classify")
             + self.breaker.validate("breaker")
+            + self.roster.validate("roster")
             + self.telemetry.validate("telemetry")
             + self.log.validate("log")
         )

@@ -23,10 +23,10 @@ import enum
 from dataclasses import dataclass
 
 from processor.classify.events import ToolListing
+from processor.config import RosterConfig
 from processor.engines.bounded import IdleMap
 
 NS_PER_S = 1_000_000_000
-DEFAULT_COLLAPSE_FRACTION = 0.0  # offered falling to this share of the turn's best, or below
 PROBE_THAT_PROVES = "client_namespace"
 
 
@@ -129,15 +129,10 @@ class _Surface:
 
 
 class RosterHealth:
-    def __init__(
-        self,
-        *,
-        max_turns: int = 50_000,
-        turn_idle_s: float = 3600.0,
-        collapse_fraction: float = DEFAULT_COLLAPSE_FRACTION,
-    ) -> None:
-        self._turns: IdleMap[str, _Surface] = IdleMap(max_turns, turn_idle_s)
-        self._fraction = collapse_fraction
+    def __init__(self, config: RosterConfig | None = None) -> None:
+        config = config or RosterConfig()
+        self._turns: IdleMap[str, _Surface] = IdleMap(config.max_turns, config.turn_idle_s)
+        self._fraction = config.collapse_fraction
 
     def observe(self, listing: ToolListing) -> RosterFinding:
         state, missing = listing_state(listing)
