@@ -99,8 +99,12 @@ def namespace_health(listing: ToolListing) -> NamespaceHealth | None:
     attached = listing.namespaces_attached
     if connected is None and attached is None:
         return None
-    connected_set, attached_set = set(connected or ()), set(attached or ())
-    wanted = listing.namespaces_required or tuple(connected or ())
+    if connected is None:
+        if not attached:
+            return None  # nothing said about what is connected, nothing attached: unknown
+        connected = attached  # an attached namespace is connected, whatever else is
+    connected_set, attached_set = set(connected), set(attached or ())
+    wanted = listing.namespaces_required or tuple(connected)
     missing = tuple(sorted(n for n in wanted if n not in attached_set))
     if not connected_set:
         attachment = Attachment.DISCONNECTED
@@ -122,10 +126,12 @@ def namespace_health(listing: ToolListing) -> NamespaceHealth | None:
     )
 
 
+MAX_ROUNDS_PER_TURN = 512  # rounds remembered per turn: the memory bound of a surface
+
+
 @dataclass(slots=True)
 class _Surface:
-    best: int = 0  # most tools offered in the turn so far
-    collapse: Collapse | None = None
+    offered: dict[int, int]  # round -> tools offered
 
 
 class RosterHealth:
@@ -145,37 +151,47 @@ class RosterHealth:
         )
 
     def _surface(self, listing: ToolListing) -> Collapse | None:
+        """The collapse this listing's round is in, or recovers; rounds, not arrivals,
+        give the order, so listings of a turn may come in any order."""
         offered, round_ = listing.offered, listing.round
         if offered is None or round_ is None:
             return None
-        surface = self._turns.touch(listing.turn, listing.end_ns / NS_PER_S, _Surface)
-        collapsed = surface.best > 0 and offered <= surface.best * self._fraction
-        current = surface.collapse
-        if collapsed:
-            if current is None or current.recovered_round is not None:
-                current = Collapse(
-                    turn=listing.turn,
-                    from_round=round_,
-                    to_round=round_,
-                    offered_before=surface.best,
-                )
-            else:
-                current = Collapse(
-                    turn=current.turn,
-                    from_round=current.from_round,
-                    to_round=max(current.to_round, round_),
-                    offered_before=current.offered_before,
-                )
-            surface.collapse = current
-            return current
-        surface.best = max(surface.best, offered)
-        if current is not None and current.recovered_round is None:
-            surface.collapse = Collapse(
-                turn=current.turn,
-                from_round=current.from_round,
-                to_round=current.to_round,
-                offered_before=current.offered_before,
-                recovered_round=round_,
-            )
-            return surface.collapse
+        surface = self._turns.touch(
+            listing.turn, listing.end_ns / NS_PER_S, lambda: _Surface(offered={})
+        )
+        surface.offered[round_] = offered
+        if len(surface.offered) > MAX_ROUNDS_PER_TURN:
+            del surface.offered[min(surface.offered)]
+        for collapse in collapses(listing.turn, surface.offered, self._fraction):
+            inside = collapse.from_round <= round_ <= collapse.to_round
+            if inside or collapse.recovered_round == round_:
+                return collapse
         return None
+
+
+def collapses(turn: str, offered: dict[int, int], fraction: float) -> list[Collapse]:
+    """Every mid-turn collapse of a turn's surface, in round order."""
+    found: list[Collapse] = []
+    best = 0
+    start = end = None
+    for round_ in sorted(offered):
+        count = offered[round_]
+        if best > 0 and count <= best * fraction:
+            start = round_ if start is None else start
+            end = round_
+            continue
+        if start is not None and end is not None:
+            found.append(
+                Collapse(
+                    turn=turn,
+                    from_round=start,
+                    to_round=end,
+                    offered_before=best,
+                    recovered_round=round_,
+                )
+            )
+            start = end = None
+        best = max(best, count)
+    if start is not None and end is not None:
+        found.append(Collapse(turn=turn, from_round=start, to_round=end, offered_before=best))
+    return found
