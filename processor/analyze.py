@@ -17,9 +17,9 @@ from dataclasses import replace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from processor.classify.classifier import Classifier
-from processor.classify.events import Event, ToolListing
+from processor.classify.events import Event, FailureClass, ToolListing
 from processor.engines.breaker import Breaker, CallDecision
-from processor.engines.roster import RosterFinding, RosterHealth
+from processor.engines.roster import NS_PER_S, RosterFinding, RosterHealth
 from processor.enrich import annotate, annotate_listing
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,10 @@ class Analyzer:
                 self._listing(event, annotate_spans)
                 continue
             decision = self.breaker.observe(event)
+            if event.failure_class is FailureClass.UNKNOWN_TOOL and self.roster.offered_in_turn(
+                event.turn, event.tool, event.end_ns / NS_PER_S
+            ):
+                decision = replace(decision, stale_roster=True)
             if annotate_spans:
                 annotate(self.classifier.spans, decision)
             self._log(decision)

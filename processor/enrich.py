@@ -38,7 +38,10 @@ def decision_attributes(decision: CallDecision) -> dict[str, str | bool]:
         values["rule"] = decision.rule.value
     if decision.repeat_of:
         values["repeat_of"] = decision.repeat_of.hex()
-    return {PREFIX + key: value for key, value in values.items()}
+    attributes = {PREFIX + key: value for key, value in values.items()}
+    if decision.stale_roster:
+        attributes[ROSTER_PREFIX + "stale"] = True
+    return attributes
 
 
 def roster_attributes(finding: RosterFinding) -> dict[str, str | bool]:

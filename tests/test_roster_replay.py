@@ -216,3 +216,71 @@ def test_malformed_counts_are_flagged_never_collapsed(
     assert finding.state is not ListingState.COLLAPSED
     assert len(finding.listing.problems) >= 4
     wait_until(lambda: len(next_hop.spans()) == 1)  # forwarded all the same
+
+
+def test_a_stale_roster_from_both_sides(next_hop: CaptureCollector) -> None:
+    """A listing offering a tool whose breaker is open; an unknown-tool failure for a tool
+    the turn's listing offered."""
+    from opentelemetry.trace import SpanKind
+
+    from processor.engines.breaker import CallDecision
+
+    seen: list[object] = []
+    service = ServiceThread(
+        make_config(f"forward.endpoint={next_hop.endpoint}"), event_sinks=[seen.append]
+    )
+    try:
+        memory = InMemorySpanExporter()
+        provider = TracerProvider(resource=RESOURCE)
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        tracer = provider.get_tracer("harness")
+        start = BASE_NS
+        for i in range(3):  # three transport failures open the playwright server
+            span = tracer.start_span(
+                "mcp.tool.call", kind=SpanKind.CLIENT, start_time=start + i * 60 * 10**9
+            )
+            span.set_attributes(
+                {
+                    "mcp.tool.name": "navigate",
+                    "mcp.server.name": "playwright",
+                    "mcp.tool.outcome": "failed",
+                    "mcp.turn.id": f"t{i}",
+                    "mcp.tool.error": "upstream MCP session is closed",
+                }
+            )
+            span.end(end_time=start + i * 60 * 10**9 + 10**9)
+        later = start + 200 * 10**9
+        listing = tracer.start_span("mcp.tools.list", start_time=later)
+        listing.set_attributes(
+            {
+                "mcp.turn.id": "t9",
+                "mcp.tools.configured": 2,
+                "mcp.tools.offered_names": ["navigate", "search"],
+                "mcp.server.name": "playwright",
+            }
+        )
+        listing.end(end_time=later + 10**6)
+        call = tracer.start_span("mcp.tool.call", kind=SpanKind.CLIENT, start_time=later + 10**9)
+        call.set_attributes(
+            {
+                "mcp.tool.name": "search",
+                "mcp.server.name": "playwright",
+                "mcp.tool.outcome": "failed",
+                "mcp.turn.id": "t9",
+                "mcp.tool.error": "Unknown tool: search",
+            }
+        )
+        call.end(end_time=later + 2 * 10**9)
+        provider.shutdown()
+        export_grpc(service.grpc_endpoint, list(memory.get_finished_spans()))
+        wait_until(lambda: sum(isinstance(x, (RosterFinding, CallDecision)) for x in seen) == 5)
+    finally:
+        service.stop()
+    listing_finding = next(x for x in seen if isinstance(x, RosterFinding))
+    # The server is open, so every tool of it that the listing still offers is stale.
+    assert listing_finding.stale_tools == ("navigate", "search")
+    decision = next(x for x in seen if isinstance(x, CallDecision) and x.call.tool == "search")
+    assert decision.stale_roster is True
+    attributes = forwarded_attributes(next_hop)
+    assert any(a.get("mcp.roster.stale") is True for a in attributes.values())
+    assert any(a.get("mcp.roster.stale_tools") == "navigate,search" for a in attributes.values())

@@ -71,6 +71,8 @@ class CallDecision:
     evidence: Evidence | None
     message: str  # for the model; empty when the call was not refused
     transitions: tuple[Transition, ...]
+    # The call failed as an unknown tool that a listing of its turn had offered.
+    stale_roster: bool = False
 
 
 class Breaker:

@@ -127,6 +127,7 @@ def namespace_health(listing: ToolListing) -> NamespaceHealth | None:
 
 
 MAX_ROUNDS_PER_TURN = 512  # rounds remembered per turn: the memory bound of a surface
+MAX_OFFERED_NAMES = 2048  # tool names remembered per turn
 
 
 @dataclass(slots=True)
@@ -139,9 +140,18 @@ class RosterHealth:
         config = config or RosterConfig()
         self._turns: IdleMap[str, _Surface] = IdleMap(config.max_turns, config.turn_idle_s)
         self._fraction = config.collapse_fraction
+        self._offered: IdleMap[str, set[str]] = IdleMap(config.max_turns, config.turn_idle_s)
+
+    def offered_in_turn(self, turn: str, tool: str, now_s: float) -> bool:
+        """Did a listing of this turn offer ``tool``? (A call that then failed as an
+        unknown tool means the roster the model saw was stale.)"""
+        return tool in self._offered.touch(turn, now_s, set)
 
     def observe(self, listing: ToolListing) -> RosterFinding:
         state, missing = listing_state(listing)
+        if listing.offered_tools:
+            names = self._offered.touch(listing.turn, listing.end_ns / NS_PER_S, set)
+            names.update(listing.offered_tools[: MAX_OFFERED_NAMES - len(names)])
         return RosterFinding(
             listing=listing,
             state=state,
