@@ -123,6 +123,15 @@ def endpoint_problem(key: str, value: str, *, allow_empty: bool = False) -> str 
     return None
 
 
+def not_positive(prefix: str, config: object, *keys: str) -> list[str]:
+    """One problem per key whose value is zero or negative."""
+    return [
+        f"{prefix}.{key}: must be positive, got {getattr(config, key)}"
+        for key in keys
+        if getattr(config, key) <= 0
+    ]
+
+
 def split_endpoint(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     return host.strip("[]"), int(port)
@@ -138,12 +147,8 @@ class GrpcReceiverConfig:
     max_recv_msg_bytes: int = DEFAULT_GRPC_MAX_RECV_MSG_BYTES
 
     def validate(self, prefix: str) -> list[str]:
-        problems = [endpoint_problem(f"{prefix}.endpoint", self.endpoint)]
-        if self.max_recv_msg_bytes <= 0:
-            problems.append(
-                f"{prefix}.max_recv_msg_bytes: must be positive, got {self.max_recv_msg_bytes}"
-            )
-        return [p for p in problems if p]
+        problems = not_positive(prefix, self, "max_recv_msg_bytes")
+        return [p for p in [endpoint_problem(f"{prefix}.endpoint", self.endpoint), *problems] if p]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,10 +161,8 @@ class HttpReceiverConfig:
     max_body_bytes: int = DEFAULT_HTTP_MAX_BODY_BYTES
 
     def validate(self, prefix: str) -> list[str]:
-        problems = [endpoint_problem(f"{prefix}.endpoint", self.endpoint)]
-        if self.max_body_bytes <= 0:
-            problems.append(f"{prefix}.max_body_bytes: must be positive, got {self.max_body_bytes}")
-        return [p for p in problems if p]
+        problems = not_positive(prefix, self, "max_body_bytes")
+        return [p for p in [endpoint_problem(f"{prefix}.endpoint", self.endpoint), *problems] if p]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,17 +187,8 @@ class QueueConfig:
     backpressure_retry_after_s: float = DEFAULT_BACKPRESSURE_RETRY_AFTER_S
 
     def validate(self, prefix: str) -> list[str]:
-        problems = []
-        for key in ("max_spans", "max_bytes", "consumers"):
-            value = getattr(self, key)
-            if value <= 0:
-                problems.append(f"{prefix}.{key}: must be positive, got {value}")
-        if self.backpressure_retry_after_s <= 0:
-            problems.append(
-                f"{prefix}.backpressure_retry_after_s: must be positive, "
-                f"got {self.backpressure_retry_after_s}"
-            )
-        return problems
+        keys = ("max_spans", "max_bytes", "consumers", "backpressure_retry_after_s")
+        return not_positive(prefix, self, *keys)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,11 +204,7 @@ class RetryConfig:
     max_elapsed_s: float = DEFAULT_RETRY_MAX_ELAPSED_S
 
     def validate(self, prefix: str) -> list[str]:
-        problems = []
-        if self.initial_interval_s <= 0:
-            problems.append(
-                f"{prefix}.initial_interval_s: must be positive, got {self.initial_interval_s}"
-            )
+        problems = not_positive(prefix, self, "initial_interval_s")
         if self.max_interval_s < self.initial_interval_s:
             problems.append(
                 f"{prefix}.max_interval_s: must be at least initial_interval_s "
@@ -260,12 +250,7 @@ class ForwardConfig:
                 f"{prefix}.endpoint: must be an http:// or https:// URL for protocol http, "
                 f"got {self.endpoint!r}"
             )
-        if self.timeout_s <= 0:
-            problems.append(f"{prefix}.timeout_s: must be positive, got {self.timeout_s}")
-        if self.max_request_bytes <= 0:
-            problems.append(
-                f"{prefix}.max_request_bytes: must be positive, got {self.max_request_bytes}"
-            )
+        problems += not_positive(prefix, self, "timeout_s", "max_request_bytes")
         if self.shutdown_grace_s < 0:
             problems.append(
                 f"{prefix}.shutdown_grace_s: must not be negative, got {self.shutdown_grace_s}"
@@ -294,13 +279,15 @@ class ClassifyConfig:
     hidden_failure_patterns: tuple[str, ...] = ()
 
     def validate(self, prefix: str) -> list[str]:
-        problems = []
-        for key in ("pair_wait_s", "seen_ttl_s"):
-            if getattr(self, key) <= 0:
-                problems.append(f"{prefix}.{key}: must be positive, got {getattr(self, key)}")
-        for key in ("max_pending_calls", "max_seen_spans", "max_sessions"):
-            if getattr(self, key) <= 0:
-                problems.append(f"{prefix}.{key}: must be positive, got {getattr(self, key)}")
+        problems = not_positive(
+            prefix,
+            self,
+            "pair_wait_s",
+            "seen_ttl_s",
+            "max_pending_calls",
+            "max_seen_spans",
+            "max_sessions",
+        )
         if not self.turn_keys:
             problems.append(f"{prefix}.turn_keys: must name at least one attribute")
         for pattern in self.hidden_failure_patterns:
@@ -343,8 +330,9 @@ class BreakerConfig:
     shadow_rules: tuple[str, ...] = ()
 
     def validate(self, prefix: str) -> list[str]:
-        problems = []
-        positive = (
+        problems = not_positive(
+            prefix,
+            self,
             "turn_idle_s",
             "window_s",
             "open_base_s",
@@ -357,9 +345,6 @@ class BreakerConfig:
             "max_circuits",
             "blast_radius_min_tools",
         )
-        for key in positive:
-            if getattr(self, key) <= 0:
-                problems.append(f"{prefix}.{key}: must be positive, got {getattr(self, key)}")
         if self.clock_skew_s < 0:
             problems.append(f"{prefix}.clock_skew_s: must not be negative, got {self.clock_skew_s}")
         if not 0 < self.failure_ratio <= 1:
@@ -409,10 +394,7 @@ class RosterConfig:
             problems.append(
                 f"{prefix}.collapse_fraction: must be in [0, 1), got {self.collapse_fraction}"
             )
-        for key in ("max_turns", "turn_idle_s"):
-            if getattr(self, key) <= 0:
-                problems.append(f"{prefix}.{key}: must be positive, got {getattr(self, key)}")
-        return problems
+        return problems + not_positive(prefix, self, "max_turns", "turn_idle_s")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -424,13 +406,9 @@ class TelemetryConfig:
     ready_probe_timeout_s: float = DEFAULT_READY_PROBE_TIMEOUT_S
 
     def validate(self, prefix: str) -> list[str]:
-        problems = [endpoint_problem(f"{prefix}.metrics_endpoint", self.metrics_endpoint)]
-        if self.ready_probe_timeout_s <= 0:
-            problems.append(
-                f"{prefix}.ready_probe_timeout_s: must be positive, "
-                f"got {self.ready_probe_timeout_s}"
-            )
-        return [p for p in problems if p]
+        problems = not_positive(prefix, self, "ready_probe_timeout_s")
+        endpoint = endpoint_problem(f"{prefix}.metrics_endpoint", self.metrics_endpoint)
+        return [endpoint, *problems] if endpoint else problems
 
 
 @dataclass(frozen=True, kw_only=True)
