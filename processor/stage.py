@@ -100,6 +100,53 @@ def count_spans_shallow(payload: bytes) -> int:
     return sum(len(scope.spans) for resource in shallow.children for scope in resource.children)
 
 
+def split_request(payload: bytes, limit_bytes: int) -> list[tuple[bytes, int]]:
+    """Cut an encoded request into requests of at most ``limit_bytes``: (bytes, spans) each.
+
+    Cuts fall between resources, scopes and spans, never inside one, so each piece keeps
+    its resource and scope (carried along as fields the shallow view does not name); a
+    single span larger than the limit goes alone. Pieces are joined back together while
+    they fit: encoded requests concatenate into one valid request.
+    """
+    if len(payload) <= limit_bytes:
+        return [(payload, count_spans_shallow(payload))]
+    shallow: Any = _ShallowRequest.FromString(payload)
+    pieces: list[tuple[bytes, int]] = []
+    for resource in shallow.children:
+        for scope in resource.children:
+            spans = list(scope.spans)
+            start = 0
+            while start < len(spans):
+                end, size = start, 0
+                while end < len(spans) and (
+                    end == start or size + len(spans[end]) < limit_bytes // 2
+                ):
+                    size += len(spans[end]) + 8  # tag and length of each span
+                    end += 1
+                pieces.append((_piece(resource, scope, spans[start:end]), end - start))
+                start = end
+    merged: list[tuple[bytes, int]] = []
+    for piece, count in pieces:
+        if merged and len(merged[-1][0]) + len(piece) <= limit_bytes:
+            merged[-1] = (merged[-1][0] + piece, merged[-1][1] + count)
+        else:
+            merged.append((piece, count))
+    return merged
+
+
+def _piece(resource: Any, scope: Any, spans: list[bytes]) -> bytes:
+    """One request with ``resource``, its ``scope`` and just these spans."""
+    request: Any = _ShallowRequest()
+    resource_copy = request.children.add()
+    resource_copy.CopyFrom(resource)
+    del resource_copy.children[:]
+    scope_copy = resource_copy.children.add()
+    scope_copy.CopyFrom(scope)
+    del scope_copy.spans[:]
+    scope_copy.spans.extend(spans)
+    return bytes(request.SerializeToString())
+
+
 def decode_request(payload: bytes) -> ExportTraceServiceRequest:
     try:
         return ExportTraceServiceRequest.FromString(payload)

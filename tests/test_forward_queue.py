@@ -311,3 +311,21 @@ def test_merging_stops_at_max_request_bytes(next_hop: CaptureCollector) -> None:
     run(scenario)
     assert [len(q.resource_spans) for q in next_hop.requests] == [1, 2, 2, 1]
     assert next_hop.span_count() == 18
+
+
+def test_a_request_over_max_request_bytes_goes_out_in_pieces(next_hop: CaptureCollector) -> None:
+    """OTLP/HTTP takes 20 MiB in; a gRPC next hop usually 4 MiB: nothing is refused."""
+    one = batch(200)
+    harness = Harness(next_hop.endpoint, f"forward.max_request_bytes={len(one.payload) // 4}")
+
+    async def scenario() -> None:
+        forwarder = harness.forwarder()
+        forwarder.start()
+        assert forwarder.offer(one) is Admission.ACCEPTED
+        await forwarder.drain(10)
+
+    run(scenario)
+    assert len(next_hop.requests) >= 4
+    assert all(q.ByteSize() <= len(one.payload) // 4 for q in next_hop.requests)
+    assert next_hop.span_count() == 200
+    assert harness.value("mcp_breaker_exporter_sent_spans_total") == 200

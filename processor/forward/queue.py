@@ -22,7 +22,7 @@ from typing import Protocol
 from processor.config import ForwardConfig
 from processor.forward.retry import SendOutcome, next_delay_s
 from processor.forward.senders import Sender
-from processor.stage import Prepared
+from processor.stage import Prepared, split_request
 from processor.telemetry.metrics import SelfMetrics
 
 log = logging.getLogger(__name__)
@@ -164,9 +164,16 @@ class Forwarder:
             parts = self._take_waiting()
             self._in_flight += 1
             try:
-                await self._deliver(
-                    b"".join(p.payload for p in parts), sum(p.span_count for p in parts)
-                )
+                if len(parts) == 1 and len(parts[0].payload) > self._config.max_request_bytes:
+                    # A request larger than the next hop may take (OTLP/HTTP allows 20 MiB
+                    # in, a gRPC next hop usually 4 MiB): sent in pieces, none refused.
+                    limit = self._config.max_request_bytes
+                    for piece, spans in split_request(parts[0].payload, limit):
+                        await self._deliver(piece, spans)
+                else:
+                    await self._deliver(
+                        b"".join(p.payload for p in parts), sum(p.span_count for p in parts)
+                    )
             finally:
                 self._in_flight -= 1
                 for part in parts:
