@@ -19,7 +19,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from processor.classify.classifier import Classifier
 from processor.classify.events import Event, FailureClass, ToolListing
 from processor.engines.breaker import Breaker, CallDecision
-from processor.engines.roster import NS_PER_S, RosterFinding, RosterHealth
+from processor.engines.roster import RosterFinding, RosterHealth
+from processor.engines.turns import NS_PER_S
 from processor.enrich import annotate, annotate_listing
 
 log = logging.getLogger(__name__)

@@ -29,6 +29,7 @@ from processor.engines.roster import RosterHealth
 from processor.errors import StartupError
 from processor.forward.queue import Downstream, DrainReport, Forwarder, Release
 from processor.forward.senders import Sender, make_sender
+from processor.otlp import SERVICE_NAME
 from processor.receive import grpc as grpc_receiver
 from processor.receive import http as http_receiver
 from processor.receive.intake import Intake
@@ -132,7 +133,7 @@ class Service:
         await server.start()
         self._grpc_server = server
         self.ports["otlp_grpc"] = port
-        for name in ("", grpc_receiver.SERVICE_NAME):
+        for name in ("", SERVICE_NAME):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
     async def _start_http(self, name: str, app: web.Application, endpoint: str) -> None:

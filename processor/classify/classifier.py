@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from cachetools import LRUCache, TTLCache
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -257,18 +257,16 @@ class Classifier:
     def _listing(self, reading: Reading) -> ToolListing:
         turn, round_ = self._turn(reading)
         counts, problems = listing_counts(reading.counts)
-        return replace(
-            ToolListing(
-                turn=turn,
-                round=round_,
-                server=reading.server or self._sessions.get(reading.session_id or ""),
-                start_ns=reading.span.start_ns,
-                end_ns=reading.span.end_ns,
-                trace_id=reading.span.trace_id,
-                span_ids=(reading.span.span_id,),
-                dialect=reading.dialect,
-                problems=problems,
-            ),
+        return ToolListing(
+            turn=turn,
+            round=round_,
+            server=reading.server or self._sessions.get(reading.session_id or ""),
+            start_ns=reading.span.start_ns,
+            end_ns=reading.span.end_ns,
+            trace_id=reading.span.trace_id,
+            span_ids=(reading.span.span_id,),
+            dialect=reading.dialect,
+            problems=problems,
             **counts,
         )
 

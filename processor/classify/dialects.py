@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from processor.classify.events import Dialect, Side
-from processor.classify.outcome import Signals
+from processor.classify.outcome import Signals, as_int
 from processor.classify.spanview import AttributeValue, SpanView, loads
-
-_INTEGER = re.compile(r"-?[0-9]{1,11}")
 
 CALL_METHOD = "tools/call"
 LIST_METHOD = "tools/list"
@@ -180,7 +178,7 @@ def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -
         has_arguments=raw_arguments is not None and arguments is not None,
         signals=_signals(
             span,
-            rpc_code=_int(rpc_code),
+            rpc_code=as_int(rpc_code),
             result_body=result,
             result_text=_text_of(result) if result is not None else "",
             # The mcp SDK 2.x leaves its client span UNSET even when the tool failed; the
@@ -313,13 +311,6 @@ def _bool(value: Any) -> bool | None:
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
     return None
-
-
-def _int(value: str | None) -> int | None:
-    if value is None:
-        return None
-    text = value.strip()
-    return int(text) if _INTEGER.fullmatch(text) else None
 
 
 def _str(value: Any) -> str | None:

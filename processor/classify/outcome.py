@@ -158,9 +158,7 @@ def _neutral_reason(*texts: str) -> NeutralReason | None:
 
 def _failure_class(signals: Signals, text: str) -> FailureClass | None:
     """The class of a failure the span declares, or None when it declares none."""
-    code = signals.rpc_code
-    if code is None and signals.error_type and _is_int(signals.error_type):
-        code = int(signals.error_type.strip())
+    code = signals.rpc_code if signals.rpc_code is not None else as_int(signals.error_type)
     if code is not None:
         named = JSONRPC_CLASSES.get(code)
         if named is not None:
@@ -200,5 +198,9 @@ def _hidden_failure(body: Any, patterns: Sequence[re.Pattern[str]], text: str) -
 _INTEGER = re.compile(r"-?[0-9]{1,11}")
 
 
-def _is_int(value: str) -> bool:
-    return _INTEGER.fullmatch(value.strip()) is not None
+def as_int(value: str | None) -> int | None:
+    """A JSON-RPC code written as text ("-32602"); None for anything else ("--1", "²")."""
+    if value is None:
+        return None
+    text = value.strip()
+    return int(text) if _INTEGER.fullmatch(text) else None

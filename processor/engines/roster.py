@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from processor.classify.events import ToolListing
 from processor.config import RosterConfig
 from processor.engines.bounded import IdleMap
+from processor.engines.turns import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 PROBE_THAT_PROVES = "client_namespace"
 
 

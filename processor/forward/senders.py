@@ -26,11 +26,8 @@ from processor.forward.retry import (
     SendResult,
     grpc_code_is_retryable,
 )
+from processor.otlp import EXPORT_METHOD, PROTOBUF, STATUS_DETAILS_KEY, TRACES_PATH
 
-EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-STATUS_DETAILS_KEY = "grpc-status-details-bin"
-TRACES_PATH = "/v1/traces"
-PROTOBUF = "application/x-protobuf"
 _DETAIL_CHARS = 200  # next-hop error texts end up in our logs: keep them short
 
 

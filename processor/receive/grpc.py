@@ -14,10 +14,8 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from processor.errors import InvalidRequest
+from processor.otlp import SERVICE_NAME, STATUS_DETAILS_KEY
 from processor.receive.intake import Intake, IntakeOutcome, Transport
-
-SERVICE_NAME = "opentelemetry.proto.collector.trace.v1.TraceService"
-STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 
 def _status_metadata(code: int, message: str, detail: Message) -> tuple[tuple[str, bytes], ...]:

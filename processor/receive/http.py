@@ -15,12 +15,9 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2
 
 from processor.errors import InvalidRequest, RequestTooLarge
+from processor.otlp import JSON, PROTOBUF, TRACES_PATH
 from processor.receive.codec import gunzip_capped, message_to_json, request_from_json
 from processor.receive.intake import Intake, IntakeOutcome, Transport
-
-TRACES_PATH = "/v1/traces"
-PROTOBUF = "application/x-protobuf"
-JSON = "application/json"
 
 
 def _reply(message: Message, status: int, content_type: str, **headers: str) -> web.Response:
