@@ -58,11 +58,13 @@ class TurnBreaker:
         return len(self._turns)
 
     def observe(self, call: ToolCall) -> TurnVerdict:
+        if call.outcome is Outcome.NEUTRAL:
+            # Not even a touch: a declined call must not keep a turn's blocks alive, or
+            # move the clock that expires other turns (it would change their decisions).
+            return TurnVerdict(False, None)
         # Span time drives expiry, and idle time counts from the turn's latest call.
         blocks = self._turns.touch(call.turn, call.end_ns / NS_PER_S, dict)
         met = self._met(blocks, call)
-        if call.outcome is Outcome.NEUTRAL:
-            return TurnVerdict(False, None)
         if met is not None:
             return TurnVerdict(True, met)
         if call.outcome is Outcome.FAILED and len(blocks) < self.config.max_blocks_per_turn:
