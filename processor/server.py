@@ -1,6 +1,7 @@
 """Wires the pipeline together and owns start-up and shutdown.
 
     receivers (gRPC 4317, HTTP 4318) ─▶ intake ─▶ stage ─▶ forwarder ─▶ next hop
+    stage ─▶ analyzer ─▶ findings ─▶ metrics (scraped on 9464), other consumers
     telemetry (9464): /metrics /healthz /readyz; gRPC health on the OTLP port
 
 Shutdown order matters: stop taking spans first (health says NOT_SERVING, listeners close
@@ -35,6 +36,7 @@ from processor.receive import http as http_receiver
 from processor.receive.intake import Intake
 from processor.stage import Stage
 from processor.telemetry import http as telemetry_http
+from processor.telemetry.findings import FindingMetrics
 from processor.telemetry.metrics import QueueCollector, SelfMetrics
 
 log = logging.getLogger(__name__)
@@ -69,8 +71,14 @@ class Service:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = SelfMetrics(self.registry)
         self.breaker = Breaker(config.breaker)
+        classifier = Classifier(config.classify)
+        self.finding_metrics = FindingMetrics(config.telemetry, self.breaker, classifier.stats)
+        self.registry.register(self.finding_metrics)
         self.analyzer = Analyzer(
-            Classifier(config.classify), self.breaker, event_sinks, RosterHealth(config.roster)
+            classifier,
+            self.breaker,
+            (self.finding_metrics, *event_sinks),
+            RosterHealth(config.roster),
         )
         self.stage = (
             stage

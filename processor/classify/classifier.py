@@ -41,6 +41,7 @@ from processor.classify.recent import RecentKeys
 from processor.classify.spanview import AttributeValue, Wanted, read_attributes, view
 from processor.config import ClassifyConfig
 
+SERVICE_NAME_KEY = "service.name"  # OpenTelemetry resource semantic conventions
 SERVER_SEPARATOR = "__"  # "playwright__browser_navigate": the server__tool convention
 
 _RANK = {Outcome.NEUTRAL: 3, Outcome.FAILED: 3, Outcome.OK: 1, Outcome.UNKNOWN: 0}
@@ -60,6 +61,16 @@ def more_informative(a: Verdict, b: Verdict) -> Verdict:
 
 
 PairKey = tuple[object, ...]
+
+
+@dataclass(slots=True)
+class PairingStats:
+    """Running counts of what pairing could not do, read by the metrics at scrape time."""
+
+    unpaired: int = 0  # a half decided alone: its other half did not come in time
+    pending_overflow: int = 0  # a half decided early: too many calls were held
+    duplicate_spans: int = 0  # a span exported twice, dropped the second time
+    malformed_listings: int = 0  # a listing with counts present but unreadable
 
 
 @dataclass(slots=True)
@@ -89,6 +100,7 @@ class Classifier:
         self._seen = RecentKeys(self.config.max_seen_spans, self.config.seen_ttl_s)
         self._sessions: LRUCache[str, str] = LRUCache(self.config.max_sessions)
         self.spans: dict[bytes, Span] = {}  # the MCP spans of the request last classified
+        self.stats = PairingStats()
 
     def _clock(self) -> float:
         return self._now
@@ -131,8 +143,13 @@ class Classifier:
         events: list[Event] = []
         while self._held:
             pending = next(iter(self._held.values()))
-            if len(self._held) <= self.config.max_pending_calls and not due(pending):
+            crowded = len(self._held) > self.config.max_pending_calls
+            if not crowded and not due(pending):
                 break
+            if crowded:
+                self.stats.pending_overflow += 1
+            else:
+                self.stats.unpaired += 1
             self._forget(pending)
             self._mark_done(pending.sought)
             events.append(self._call(pending.reading, None, pending.verdict))
@@ -141,6 +158,7 @@ class Classifier:
     def _take(self, reading: Reading) -> Iterable[Event]:
         span = reading.span
         if not self._seen.add((span.trace_id, span.span_id), self._now):
+            self.stats.duplicate_spans += 1
             return ()  # the same span exported twice
         self._learn_session(reading)
         if reading.kind is Kind.LISTING:
@@ -252,11 +270,14 @@ class Classifier:
             trace_id=client.span.trace_id,
             span_ids=spans,
             dialect=client.dialect,
+            harness=_harness(client),
         )
 
     def _listing(self, reading: Reading) -> ToolListing:
         turn, round_ = self._turn(reading)
         counts, problems = listing_counts(reading.counts)
+        if problems:
+            self.stats.malformed_listings += 1
         return ToolListing(
             turn=turn,
             round=round_,
@@ -266,9 +287,15 @@ class Classifier:
             trace_id=reading.span.trace_id,
             span_ids=(reading.span.span_id,),
             dialect=reading.dialect,
+            harness=_harness(reading),
             problems=problems,
             **counts,
         )
+
+
+def _harness(reading: Reading) -> str:
+    name = reading.span.resource.get(SERVICE_NAME_KEY)
+    return name if isinstance(name, str) else ""
 
 
 _OTHER_SIDE = {Side.CLIENT: Side.SERVER, Side.SERVER: Side.CLIENT}

@@ -77,6 +77,7 @@ class ToolCall:
     trace_id: bytes
     span_ids: tuple[bytes, ...]  # every span the call was read from
     dialect: Dialect
+    harness: str = ""  # the calling process's service.name, when its resource names one
 
     @property
     def outcome(self) -> Outcome:
@@ -116,6 +117,7 @@ class ToolListing:
     trace_id: bytes
     span_ids: tuple[bytes, ...]
     dialect: Dialect
+    harness: str = ""  # the listing process's service.name
 
 
 Event = ToolCall | ToolListing

@@ -86,10 +86,14 @@ class Breaker:
         self.machine = CircuitMachine(config, jitter)
         self.turns = TurnBreaker(config)
         self.circuits: LruMap[CircuitKey, Circuit] = LruMap(config.max_circuits)
+        # The latest span time any call carried: the breaker's own "now" for readers
+        # between calls (a replay of old spans keeps its own clock).
+        self.latest_s = 0.0
 
     # -- the decision -----------------------------------------------------------------
     def observe(self, call: ToolCall) -> CallDecision:
         made_s = call.start_ns / NS_PER_S
+        self.latest_s = max(self.latest_s, call.end_ns / NS_PER_S)
         server_key, tool_key = self._keys(call)
         transitions: list[Transition] = []
         circuits = [self._circuit(k) for k in (server_key, tool_key) if k is not None]

@@ -172,6 +172,16 @@ class CircuitMachine:
                     del circuit.leases[lease]  # an unanswered probe gives its permit back
         return events
 
+    @staticmethod
+    def state_at(circuit: Circuit, now_s: float) -> State:
+        """The state ``advance`` would move the circuit to by ``now_s``, without moving it:
+        for readers (metrics, advisories) that must not change what the next call sees."""
+        if circuit.state in _MANUAL and circuit.forced_until_s <= now_s:
+            return State.CLOSED
+        if circuit.state is State.OPEN and circuit.open_until_s <= now_s:
+            return State.HALF_OPEN
+        return circuit.state
+
     def permit(self, circuit: Circuit, now_s: float) -> tuple[Permit, int | None]:
         """May a call go ahead now? A probe comes with a lease id, to be returned."""
         if circuit.state in (State.CLOSED, State.FORCED_CLOSED):

@@ -1,0 +1,395 @@
+"""Every metric mcp-breaker exports: name, type, unit, labels, meaning and a query.
+
+The one list the code declares its metrics from and ``docs/metrics.md`` is checked
+against. Names are ``mcp_breaker_`` + snake_case, in base units; counters are listed
+with their ``_total`` suffix as scraped. Label values come from closed sets (enums),
+except ``server``, ``tool`` and ``harness``, which outsiders name: those are bounded
+per metric by ``telemetry.max_series_per_metric`` (see ``series.py``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+PREFIX = "mcp_breaker"
+
+# Tool calls take from milliseconds to minutes: buckets in seconds up to five minutes.
+CALL_DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class Kind(enum.StrEnum):
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+    STATESET = "stateset"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricSpec:
+    name: str  # without the prefix; counters without ``_total``
+    kind: Kind
+    unit: str  # "" for a count
+    labels: tuple[str, ...]
+    help: str
+    query: str  # an example PromQL query, for the docs
+    bounded: bool = False  # labels named by outsiders: capped, folded, expired
+    exemplars: bool = False
+
+    @property
+    def full_name(self) -> str:
+        return f"{PREFIX}_{self.name}"
+
+    @property
+    def scraped_name(self) -> str:
+        return f"{self.full_name}_total" if self.kind is Kind.COUNTER else self.full_name
+
+
+TOOL = ("server", "tool")
+
+# -- derived from the spans: what the tools did ---------------------------------------
+TOOL_CALLS = MetricSpec(
+    name="tool_calls",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=(*TOOL, "outcome", "failure_class"),
+    help="Tool calls by outcome (ok, failed, neutral, unknown) and failure class.",
+    query='sum by (server, tool) (rate(mcp_breaker_tool_calls_total{outcome="failed"}[5m]))',
+    bounded=True,
+)
+CALL_DURATION = MetricSpec(
+    name="tool_call_duration_seconds",
+    kind=Kind.HISTOGRAM,
+    unit="seconds",
+    labels=(*TOOL, "outcome"),
+    help="How long tool calls took, as the harness saw them.",
+    query="histogram_quantile(0.99, sum by (le, server) "
+    "(rate(mcp_breaker_tool_call_duration_seconds_bucket[5m])))",
+    bounded=True,
+    exemplars=True,
+)
+DEAD_CALLS = MetricSpec(
+    name="dead_calls",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=(*TOOL, "rule", "mode"),
+    help="Calls made while the breaker said no, by rule; mode enforced or shadow.",
+    query='sum by (server, tool) (increase(mcp_breaker_dead_calls_total{mode="enforced"}[1h]))',
+    bounded=True,
+    exemplars=True,
+)
+DEAD_CALL_SECONDS = MetricSpec(
+    name="dead_call_seconds",
+    kind=Kind.COUNTER,
+    unit="seconds",
+    labels=(*TOOL, "rule", "mode"),
+    help="Seconds the dead calls took: time the harness spent on calls it was told to skip.",
+    query="sum by (server) (increase(mcp_breaker_dead_call_seconds_total[1h]))",
+    bounded=True,
+)
+HIDDEN_FAILURES = MetricSpec(
+    name="hidden_failures",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=TOOL,
+    help="Calls that reported success around a failure body (isError false).",
+    query="sum by (server, tool) (increase(mcp_breaker_hidden_failures_total[1h]))",
+    bounded=True,
+)
+NEUTRAL_CALLS = MetricSpec(
+    name="neutral_calls",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=(*TOOL, "reason"),
+    help="Calls the user declined or dismissed, or the harness cancelled: not failures.",
+    query="sum by (reason) (rate(mcp_breaker_neutral_calls_total[5m]))",
+    bounded=True,
+)
+
+# -- the breaker ------------------------------------------------------------------------
+CIRCUIT_STATE = MetricSpec(
+    name="circuit_state",
+    kind=Kind.STATESET,
+    unit="",
+    labels=("scope", "key"),
+    help="Each circuit's state, read at scrape time, as of the latest span seen; key is "
+    "the server, or server/tool.",
+    query='mcp_breaker_circuit_state{mcp_breaker_circuit_state="open"} == 1',
+    bounded=True,
+)
+CIRCUIT_FAILING_SINCE = MetricSpec(
+    name="circuit_failing_since_timestamp_seconds",
+    kind=Kind.GAUGE,
+    unit="seconds",
+    labels=("scope", "key"),
+    help="When the failures that opened a circuit began (Unix time); only for circuits not closed.",
+    query='time() - mcp_breaker_circuit_failing_since_timestamp_seconds{scope="server"}',
+    bounded=True,
+)
+CIRCUITS = MetricSpec(
+    name="circuits",
+    kind=Kind.GAUGE,
+    unit="",
+    labels=("scope", "state"),
+    help="Circuits tracked, by scope and state, read at scrape time.",
+    query='sum by (scope) (mcp_breaker_circuits{state=~"open|forced_open"})',
+)
+TRANSITIONS = MetricSpec(
+    name="circuit_transitions",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=("scope", "from_state", "to_state", "reason"),
+    help="Circuit state changes, by the reason they happened.",
+    query='sum by (reason) (increase(mcp_breaker_circuit_transitions_total{to_state="open"}[1h]))',
+)
+PROBES = MetricSpec(
+    name="probes",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=("scope", "result"),
+    help="Half-open probes: granted, and how they ended (succeeded or failed).",
+    query='increase(mcp_breaker_probes_total{result="failed"}[1h])',
+)
+
+# -- the roster -------------------------------------------------------------------------
+LISTINGS = MetricSpec(
+    name="tool_listings",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=("harness", "server", "state"),
+    help="Tool listings by roster state (cold, warm, backoff, collapsed, ambiguous, unknown).",
+    query='sum by (harness) (rate(mcp_breaker_tool_listings_total{state="ambiguous"}[15m]))',
+    bounded=True,
+)
+OFFERED_TOOLS = MetricSpec(
+    name="offered_tools",
+    kind=Kind.GAUGE,
+    unit="",
+    labels=("harness", "server"),
+    help="Tools offered to the model by the latest listing of each harness (and server).",
+    query="sum by (harness) (mcp_breaker_offered_tools)",
+    bounded=True,
+)
+COLLAPSES = MetricSpec(
+    name="roster_collapses",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=("harness",),
+    help="Turns whose offered tools fell to zero mid-turn.",
+    query="increase(mcp_breaker_roster_collapses_total[10m]) > 0",
+    bounded=True,
+)
+NAMESPACES_MISSING = MetricSpec(
+    name="roster_namespaces_missing",
+    kind=Kind.GAUGE,
+    unit="",
+    labels=("harness", "server"),
+    help="Namespaces connected (or required) but not attached, in the latest listing "
+    "that named them.",
+    query="max by (harness) (mcp_breaker_roster_namespaces_missing) > 0",
+    bounded=True,
+)
+STALE_ROSTER = MetricSpec(
+    name="stale_roster",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=("harness", "direction"),
+    help="Listings offering tools whose breaker is open (offered_open), and unknown-tool "
+    "failures for tools the turn's listing offered (offered_unknown).",
+    query="sum by (direction) (increase(mcp_breaker_stale_roster_total[1h]))",
+    bounded=True,
+)
+
+# -- classification ----------------------------------------------------------------------
+CLASSIFICATION_ERRORS = MetricSpec(
+    name="classification_errors",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=("kind",),
+    help="What classification could not do cleanly: unpaired (a call half decided alone), "
+    "pending_overflow (decided early: too many held), malformed_listing.",
+    query="sum by (kind) (rate(mcp_breaker_classification_errors_total[5m]))",
+)
+DUPLICATE_SPANS = MetricSpec(
+    name="duplicate_spans",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=(),
+    help="MCP spans received twice (a retried export); the second copy is not counted again.",
+    query="rate(mcp_breaker_duplicate_spans_total[5m])",
+)
+
+# -- the metrics' own bounds ------------------------------------------------------------
+SERIES = MetricSpec(
+    name="metric_series",
+    kind=Kind.GAUGE,
+    unit="",
+    labels=("metric",),
+    help="Series held for each bounded metric (at most telemetry.max_series_per_metric).",
+    query="max by (metric) (mcp_breaker_metric_series)",
+)
+OVERFLOW = MetricSpec(
+    name="metric_overflow",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=("metric",),
+    help='Updates folded into a metric\'s overflow series (otel_metric_overflow="true") '
+    "because it held as many series as allowed.",
+    query="sum by (metric) (rate(mcp_breaker_metric_overflow_total[5m])) > 0",
+)
+
+DERIVED: tuple[MetricSpec, ...] = (
+    TOOL_CALLS,
+    CALL_DURATION,
+    DEAD_CALLS,
+    DEAD_CALL_SECONDS,
+    HIDDEN_FAILURES,
+    NEUTRAL_CALLS,
+    CIRCUIT_STATE,
+    CIRCUIT_FAILING_SINCE,
+    CIRCUITS,
+    TRANSITIONS,
+    PROBES,
+    LISTINGS,
+    OFFERED_TOOLS,
+    COLLAPSES,
+    NAMESPACES_MISSING,
+    STALE_ROSTER,
+    CLASSIFICATION_ERRORS,
+    DUPLICATE_SPANS,
+    SERIES,
+    OVERFLOW,
+)
+
+
+# -- the hop itself (the Collector's otelcol_receiver_* / otelcol_exporter_* under our prefix)
+def _hop(name: str, kind: Kind, labels: tuple[str, ...], help: str, query: str) -> MetricSpec:
+    unit = "bytes" if name.endswith("_bytes") else ""
+    return MetricSpec(name=name, kind=kind, unit=unit, labels=labels, help=help, query=query)
+
+
+C, G = Kind.COUNTER, Kind.GAUGE
+ACCEPTED_SPANS = _hop(
+    "receiver_accepted_spans",
+    C,
+    ("transport",),
+    "Spans taken in and owned for delivery.",
+    "sum(rate(mcp_breaker_receiver_accepted_spans_total[5m]))",
+)
+REFUSED_SPANS = _hop(
+    "receiver_refused_spans",
+    C,
+    ("transport",),
+    "Spans the sender was told to retry (queue full or shutting down).",
+    "rate(mcp_breaker_receiver_refused_spans_total[5m]) > 0",
+)
+REJECTED_SPANS = _hop(
+    "receiver_rejected_spans",
+    C,
+    ("transport",),
+    "Spans rejected as invalid and reported to the sender as partial success.",
+    "rate(mcp_breaker_receiver_rejected_spans_total[5m]) > 0",
+)
+REQUESTS = _hop(
+    "receiver_requests",
+    C,
+    ("transport", "outcome"),
+    "Export requests by outcome: success, refused (retry), invalid (not retryable).",
+    "sum by (outcome) (rate(mcp_breaker_receiver_requests_total[5m]))",
+)
+STAGE_REQUESTS = _hop(
+    "stage_requests",
+    C,
+    ("path",),
+    "Requests by stage path: passthrough (forwarded as received) or parsed.",
+    "sum by (path) (rate(mcp_breaker_stage_requests_total[5m]))",
+)
+STAGE_ERRORS = _hop(
+    "stage_errors",
+    C,
+    (),
+    "Requests whose span analysis failed; they were forwarded without it.",
+    "rate(mcp_breaker_stage_errors_total[5m]) > 0",
+)
+SENT_SPANS = _hop(
+    "exporter_sent_spans",
+    C,
+    (),
+    "Spans the next hop accepted.",
+    "rate(mcp_breaker_exporter_sent_spans_total[5m])",
+)
+SEND_FAILED_SPANS = _hop(
+    "exporter_send_failed_spans",
+    C,
+    ("reason",),
+    "Accepted spans that were not delivered, by reason.",
+    "sum by (reason) (rate(mcp_breaker_exporter_send_failed_spans_total[5m])) > 0",
+)
+SEND_RETRIES = _hop(
+    "exporter_send_retries",
+    C,
+    (),
+    "Export attempts that failed and were retried.",
+    "rate(mcp_breaker_exporter_send_retries_total[5m])",
+)
+RELEASED_SPANS = _hop(
+    "released_spans",
+    C,
+    (),
+    "Spans analysed and released because no next hop is configured.",
+    "rate(mcp_breaker_released_spans_total[5m])",
+)
+QUEUE_SPANS = _hop(
+    "exporter_queue_spans",
+    G,
+    (),
+    "Spans held by the forwarder, queued or in flight.",
+    "mcp_breaker_exporter_queue_spans / mcp_breaker_exporter_queue_capacity_spans",
+)
+QUEUE_CAPACITY_SPANS = _hop(
+    "exporter_queue_capacity_spans",
+    G,
+    (),
+    "Most spans the forwarder may hold.",
+    "mcp_breaker_exporter_queue_capacity_spans",
+)
+QUEUE_BYTES = _hop(
+    "exporter_queue_bytes",
+    G,
+    (),
+    "Encoded bytes held by the forwarder.",
+    "mcp_breaker_exporter_queue_bytes / mcp_breaker_exporter_queue_capacity_bytes",
+)
+QUEUE_CAPACITY_BYTES = _hop(
+    "exporter_queue_capacity_bytes",
+    G,
+    (),
+    "Most encoded bytes the forwarder may hold.",
+    "mcp_breaker_exporter_queue_capacity_bytes",
+)
+IN_FLIGHT = _hop(
+    "exporter_in_flight_requests",
+    G,
+    (),
+    "Export requests being sent to the next hop.",
+    "mcp_breaker_exporter_in_flight_requests",
+)
+
+HOP: tuple[MetricSpec, ...] = (
+    ACCEPTED_SPANS,
+    REFUSED_SPANS,
+    REJECTED_SPANS,
+    REQUESTS,
+    STAGE_REQUESTS,
+    STAGE_ERRORS,
+    SENT_SPANS,
+    SEND_FAILED_SPANS,
+    SEND_RETRIES,
+    RELEASED_SPANS,
+    QUEUE_SPANS,
+    QUEUE_CAPACITY_SPANS,
+    QUEUE_BYTES,
+    QUEUE_CAPACITY_BYTES,
+    IN_FLIGHT,
+)
+CATALOGUE: tuple[MetricSpec, ...] = DERIVED + HOP

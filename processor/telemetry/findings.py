@@ -1,0 +1,293 @@
+"""Metrics derived from the analysis: a sink for its findings, a collector for the scrape.
+
+``FindingMetrics`` is one of the analyzer's consumers: each call decision and roster
+finding updates plain counters here (bounded ``SeriesTable``s for the labels outsiders
+name). At scrape time ``collect`` translates them into Prometheus families, and reads the
+breaker's circuits and the classifier's pairing counts live, never copying them.
+
+Everything runs on the service's event loop (the analysis and the scrape both do), so
+nothing here needs a lock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Exemplar as PromExemplar
+
+from processor.classify.classifier import PairingStats
+from processor.classify.events import FailureClass, Outcome, ToolCall
+from processor.config import TelemetryConfig
+from processor.engines.bounded import LruMap
+from processor.engines.breaker import Breaker, CallDecision
+from processor.engines.circuit import State, Trigger
+from processor.engines.roster import RosterFinding
+from processor.engines.turns import NS_PER_S
+from processor.telemetry import catalogue as c
+from processor.telemetry.catalogue import CALL_DURATION_BUCKETS_S, Kind, MetricSpec
+from processor.telemetry.series import (
+    OVERFLOW_LABEL,
+    CounterValue,
+    Exemplar,
+    GaugeValue,
+    HistogramValue,
+    SeriesTable,
+    SeriesValue,
+    label_value,
+)
+
+MAX_COLLAPSES_REMEMBERED = 4096  # (turn, first round) of collapses already counted
+# The metrics updated from findings, each in a bounded table; the rest are read at scrape.
+RECORDED = (
+    c.TOOL_CALLS,
+    c.CALL_DURATION,
+    c.DEAD_CALLS,
+    c.DEAD_CALL_SECONDS,
+    c.HIDDEN_FAILURES,
+    c.NEUTRAL_CALLS,
+    c.LISTINGS,
+    c.OFFERED_TOOLS,
+    c.COLLAPSES,
+    c.NAMESPACES_MISSING,
+    c.STALE_ROSTER,
+)
+PROBE_RESULTS = ("granted", "succeeded", "failed")
+_PROBE_RESULT = {Trigger.PROBE_SUCCEEDED: "succeeded", Trigger.PROBE_FAILED: "failed"}
+_SEVERITY_ORDER = {State.FORCED_OPEN: 0, State.OPEN: 1, State.HALF_OPEN: 2}  # closed last
+
+
+class FindingMetrics(Collector):
+    def __init__(
+        self,
+        config: TelemetryConfig,
+        breaker: Breaker,
+        pairing: PairingStats,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = config
+        self._breaker = breaker
+        self._pairing = pairing
+        self._clock = clock
+        self._tables: dict[MetricSpec, SeriesTable[SeriesValue]]
+        self._tables = {}
+        for spec in RECORDED:
+            self._tables[spec] = SeriesTable(
+                _maker(spec), config.max_series_per_metric, config.series_idle_s
+            )
+        # Closed label sets: plain dictionaries.
+        self._transitions: dict[tuple[str, ...], float] = {}
+        self._probes: dict[tuple[str, ...], float] = {
+            (scope, result): 0 for scope in ("server", "tool") for result in PROBE_RESULTS
+        }
+        self._collapses_seen: LruMap[tuple[str, int], bool] = LruMap(MAX_COLLAPSES_REMEMBERED)
+
+    # -- the sink -------------------------------------------------------------------------
+    def __call__(self, finding: object) -> None:
+        if isinstance(finding, CallDecision):
+            self._decision(finding)
+        elif isinstance(finding, RosterFinding):
+            self._roster(finding)
+        # Raw events are counted through the decisions and findings made from them.
+
+    def _decision(self, decision: CallDecision) -> None:
+        now = self._clock()
+        call = decision.call
+        server, tool = label_value(call.server), label_value(call.tool)
+        seconds = max(0, call.end_ns - call.start_ns) / NS_PER_S
+        exemplar = self._exemplar(call, seconds)
+        failure = call.failure_class.value if call.failure_class else ""
+        self._add(c.TOOL_CALLS, (server, tool, call.outcome.value, failure), now)
+        duration = self._table(c.CALL_DURATION).at((server, tool, call.outcome.value), now)
+        assert isinstance(duration, HistogramValue)
+        duration.observe(seconds, exemplar)
+        if call.failure_class is FailureClass.HIDDEN:
+            self._add(c.HIDDEN_FAILURES, (server, tool), now)
+        if call.outcome is Outcome.NEUTRAL and call.verdict.neutral_reason is not None:
+            self._add(c.NEUTRAL_CALLS, (server, tool, call.verdict.neutral_reason.value), now)
+        if decision.dead_call:
+            rule = decision.rule.value if decision.rule else ""
+            labels = (server, tool, rule, "enforced" if decision.enforced else "shadow")
+            self._add(c.DEAD_CALLS, labels, now, exemplar=exemplar)
+            self._add(c.DEAD_CALL_SECONDS, labels, now, amount=seconds)
+        if decision.stale_roster:
+            self._add(c.STALE_ROSTER, (label_value(call.harness), "offered_unknown"), now)
+        for transition in decision.transitions:
+            scope = transition.key.scope.value
+            key = (scope, transition.source.value, transition.target.value)
+            _bump(self._transitions, (*key, transition.trigger.value))
+            if transition.trigger in _PROBE_RESULT:
+                _bump(self._probes, (scope, _PROBE_RESULT[transition.trigger]))
+        probed = call.outcome is Outcome.OK or call.outcome is Outcome.FAILED
+        if decision.state == State.HALF_OPEN.value and probed and not decision.dead_call:
+            scope = decision.rule.value if decision.rule else ""
+            _bump(self._probes, (scope, "granted"))
+
+    def _roster(self, finding: RosterFinding) -> None:
+        now = self._clock()
+        listing = finding.listing
+        harness, server = label_value(listing.harness), label_value(listing.server)
+        self._add(c.LISTINGS, (harness, server, finding.state.value), now)
+        offered = next(
+            (n for n in (listing.offered, listing.registered, listing.listed) if n is not None),
+            None,
+        )
+        if offered is not None:
+            self._set(c.OFFERED_TOOLS, (harness, server), offered, now)
+        collapse = finding.collapse
+        if collapse is not None:
+            seen_key = (collapse.turn, collapse.from_round)
+            if seen_key not in self._collapses_seen:
+                self._collapses_seen.setdefault(seen_key, lambda: True)
+                self._add(c.COLLAPSES, (harness,), now)
+        if finding.namespaces is not None:
+            self._set(c.NAMESPACES_MISSING, (harness, server), len(finding.namespaces.missing), now)
+        if finding.stale_tools:
+            self._add(c.STALE_ROSTER, (harness, "offered_open"), now)
+
+    def _exemplar(self, call: ToolCall, seconds: float) -> Exemplar | None:
+        if not self._config.exemplars:
+            return None
+        return Exemplar(
+            trace_id=call.trace_id.hex(),
+            span_id=call.span_ids[0].hex() if call.span_ids else "",
+            value=seconds,
+            at_s=call.end_ns / NS_PER_S,
+        )
+
+    def _table(self, spec: MetricSpec) -> SeriesTable[SeriesValue]:
+        return self._tables[spec]
+
+    def _add(
+        self,
+        spec: MetricSpec,
+        labels: tuple[str, ...],
+        now: float,
+        *,
+        amount: float = 1.0,
+        exemplar: Exemplar | None = None,
+    ) -> None:
+        value = self._table(spec).at(labels, now)
+        assert isinstance(value, CounterValue)
+        value.add(amount, exemplar)
+
+    def _set(self, spec: MetricSpec, labels: tuple[str, ...], amount: float, now: float) -> None:
+        value = self._table(spec).at(labels, now)
+        assert isinstance(value, GaugeValue)
+        value.set(amount)
+
+    # -- the scrape -----------------------------------------------------------------------
+    def collect(self) -> Iterator[Metric]:
+        now = self._clock()
+        for spec, table in self._tables.items():
+            table.expire(now)
+            yield _family(spec, table.items())
+        yield from self._circuits()
+        yield _closed(c.TRANSITIONS, self._transitions)
+        yield _closed(c.PROBES, self._probes)
+        pairing = self._pairing
+        yield _closed(
+            c.CLASSIFICATION_ERRORS,
+            {
+                ("unpaired",): pairing.unpaired,
+                ("pending_overflow",): pairing.pending_overflow,
+                ("malformed_listing",): pairing.malformed_listings,
+            },
+        )
+        yield _closed(c.DUPLICATE_SPANS, {(): pairing.duplicate_spans})
+        tables = self._tables.items()
+        yield _closed(c.SERIES, {(spec.name,): len(table) for spec, table in tables})
+        yield _closed(c.OVERFLOW, {(spec.name,): table.folded for spec, table in tables})
+
+    def _circuits(self) -> Iterator[Metric]:
+        breaker, now = self._breaker, self._breaker.latest_s
+        state_at = breaker.machine.state_at
+        read = [(circuit, state_at(circuit, now)) for circuit in breaker.circuits.values()]
+        # The circuits that say something first, so the cap never hides an open one.
+        read.sort(key=lambda item: _SEVERITY_ORDER.get(item[1], 3))
+        counts: dict[tuple[str, ...], float] = {
+            (scope, state.value): 0 for scope in ("server", "tool") for state in State
+        }
+        states = Metric(c.CIRCUIT_STATE.full_name, c.CIRCUIT_STATE.help, "stateset")
+        since = Metric(c.CIRCUIT_FAILING_SINCE.full_name, c.CIRCUIT_FAILING_SINCE.help, "gauge")
+        cap = self._config.max_series_per_metric
+        for index, (circuit, state) in enumerate(read):
+            scope = circuit.key.scope.value
+            counts[(scope, state.value)] += 1
+            if index >= cap:
+                continue
+            labels = {"scope": scope, "key": label_value(circuit.key.name)}
+            for each in State:
+                states.add_sample(
+                    states.name,
+                    {**labels, states.name: each.value},
+                    1.0 if each is state else 0.0,
+                )
+            if state is not State.CLOSED and circuit.since_s is not None:
+                since.add_sample(since.name, labels, circuit.since_s)
+        yield states
+        yield since
+        yield _closed(c.CIRCUITS, counts)
+
+
+def _maker(spec: MetricSpec) -> Callable[[], SeriesValue]:
+    if spec.kind is Kind.HISTOGRAM:
+        return lambda: HistogramValue(CALL_DURATION_BUCKETS_S)
+    if spec.kind is Kind.GAUGE:
+        return GaugeValue
+    return CounterValue
+
+
+def _bump(counts: dict[tuple[str, ...], float], labels: tuple[str, ...]) -> None:
+    counts[labels] = counts.get(labels, 0) + 1
+
+
+def _prom_exemplar(exemplar: Exemplar | None) -> PromExemplar | None:
+    if exemplar is None:
+        return None
+    return PromExemplar(
+        {"trace_id": exemplar.trace_id, "span_id": exemplar.span_id},
+        exemplar.value,
+        exemplar.at_s,
+    )
+
+
+def _family(
+    spec: MetricSpec,
+    series: Iterable[tuple[tuple[str, ...] | None, SeriesValue]],
+) -> Metric:
+    family = Metric(spec.full_name, spec.help, spec.kind.value, spec.unit)
+    for labels, value in series:
+        if labels is None:
+            names = {OVERFLOW_LABEL: "true"}
+        else:
+            names = dict(zip(spec.labels, labels, strict=True))
+        if isinstance(value, CounterValue):
+            exemplar = _prom_exemplar(value.exemplar)
+            family.add_sample(f"{spec.full_name}_total", names, value.total, exemplar=exemplar)
+        elif isinstance(value, GaugeValue):
+            family.add_sample(spec.full_name, names, value.value)
+        else:
+            bounds = [*map(_le, value.bounds), "+Inf"]
+            for index, (bound, count) in enumerate(zip(bounds, value.cumulative(), strict=True)):
+                exemplar = _prom_exemplar(value.exemplars.get(index))
+                family.add_sample(
+                    f"{spec.full_name}_bucket", {**names, "le": bound}, count, exemplar=exemplar
+                )
+            family.add_sample(f"{spec.full_name}_count", names, value.count)
+            family.add_sample(f"{spec.full_name}_sum", names, value.sum)
+    return family
+
+
+def _closed(spec: MetricSpec, values: dict[tuple[str, ...], float]) -> Metric:
+    family = Metric(spec.full_name, spec.help, spec.kind.value, spec.unit)
+    sample = f"{spec.full_name}_total" if spec.kind is Kind.COUNTER else spec.full_name
+    for labels, value in values.items():
+        family.add_sample(sample, dict(zip(spec.labels, labels, strict=True)), value)
+    return family
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))

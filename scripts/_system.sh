@@ -1,0 +1,16 @@
+# Sourced by scripts/test: the Debian packages the tests run for real (Prometheus and its
+# promtool). Installed with apt when missing and we are root; otherwise say what to install.
+ensure_system_packages() {
+    local missing=()
+    command -v promtool >/dev/null || missing+=(prometheus)
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "installing ${missing[*]} with apt-get ..." >&2
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            "${missing[@]}" >/dev/null
+    else
+        echo "the tests need: ${missing[*]} (Debian/Ubuntu: sudo apt-get install ${missing[*]})" >&2
+        exit 1
+    fi
+}
