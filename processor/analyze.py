@@ -76,7 +76,7 @@ class Analyzer:
         stale = tuple(
             tool
             for tool in listing.offered_tools or ()
-            if self.breaker.blocking(listing.server, tool)
+            if self.breaker.blocking(listing.server, tool, listing.tenant)
         )
         if stale:
             finding = replace(finding, stale_tools=stale)

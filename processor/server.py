@@ -2,6 +2,7 @@
 
     receivers (gRPC 4317, HTTP 4318) ─▶ intake ─▶ stage ─▶ forwarder ─▶ next hop
     stage ─▶ analyzer ─▶ findings ─▶ metrics (scraped on 9464), other consumers
+    analyzer ─▶ advisories (4320): Subscribe, Check, GetState; Admin
     telemetry (9464): /metrics /healthz /readyz; gRPC health on the OTLP port
 
 Shutdown order matters: stop taking spans first (health says NOT_SERVING, listeners close
@@ -22,6 +23,8 @@ from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
+from processor.advisories.auth import server_credentials
+from processor.advisories.service import AdvisoryService
 from processor.analyze import Analyzer, Sink
 from processor.classify.classifier import Classifier
 from processor.config import ServiceConfig, split_endpoint
@@ -36,6 +39,7 @@ from processor.receive import http as http_receiver
 from processor.receive.intake import Intake
 from processor.stage import Stage
 from processor.telemetry import http as telemetry_http
+from processor.telemetry.advisories import AdvisoryCollector
 from processor.telemetry.findings import FindingMetrics
 from processor.telemetry.metrics import QueueCollector, SelfMetrics
 
@@ -43,7 +47,9 @@ log = logging.getLogger(__name__)
 
 # In-flight export RPCs get this long to finish once the receivers stop.
 RECEIVER_STOP_GRACE_S = 5.0
-TICK_INTERVAL_S = 0.5  # most often held calls are checked for expiry
+TICK_INTERVAL_S = 0.5  # most often held calls (and advisories) are checked for expiry
+ADVISORY_MAX_MESSAGE_BYTES = 1024 * 1024  # a Check or Subscribe request is small
+ADVISORY_STOP_GRACE_S = 1.0  # subscribers' streams are cut at shutdown; they reconnect
 
 
 def _listen(endpoint: str, what: str) -> socket.socket:
@@ -74,11 +80,15 @@ class Service:
         classifier = Classifier(config.classify)
         self.finding_metrics = FindingMetrics(config.telemetry, self.breaker, classifier.stats)
         self.registry.register(self.finding_metrics)
+        self.advisories = (
+            AdvisoryService(config.advisories, self.breaker) if config.advisories.enabled else None
+        )
+        consumers: list[Sink] = [self.finding_metrics]
+        if self.advisories is not None:
+            consumers.append(self.advisories)
+            self.registry.register(AdvisoryCollector(self.advisories))
         self.analyzer = Analyzer(
-            classifier,
-            self.breaker,
-            (self.finding_metrics, *event_sinks),
-            RosterHealth(config.roster),
+            classifier, self.breaker, (*consumers, *event_sinks), RosterHealth(config.roster)
         )
         self.stage = (
             stage
@@ -90,6 +100,7 @@ class Service:
         self.forwarder: Forwarder | None = None
         self.ports: dict[str, int] = {}
         self._grpc_server: grpc.aio.Server | None = None
+        self._advisory_server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self._runners: dict[str, web.AppRunner] = {}
         self._started = False
@@ -113,6 +124,8 @@ class Service:
         if receivers.http.enabled:
             app = http_receiver.make_app(intake, receivers.http.max_body_bytes)
             await self._start_http("otlp_http", app, receivers.http.endpoint)
+        if self.advisories is not None:
+            await self._start_advisories(self.advisories)
         if config.telemetry.enabled:
             app = telemetry_http.make_app(self.registry, self.readiness)
             await self._start_http("telemetry", app, config.telemetry.metrics_endpoint)
@@ -144,6 +157,35 @@ class Service:
         for name in ("", SERVICE_NAME):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
+    async def _start_advisories(self, advisories: AdvisoryService) -> None:
+        config = self.config.advisories
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", ADVISORY_MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        advisories.add_to(server)
+        credentials = server_credentials(config.tls)
+        try:
+            if credentials is None:
+                port = server.add_insecure_port(config.endpoint)
+            else:
+                port = server.add_secure_port(config.endpoint, credentials)
+        except RuntimeError:
+            port = 0
+        if not port:
+            raise StartupError(f"advisories: cannot listen on {config.endpoint}")
+        await server.start()
+        self._advisory_server = server
+        self.ports["advisories"] = port
+        if advisories.auth.open:
+            log.warning(
+                "advisories: no tokens configured (advisories.tokens): any client that "
+                "reaches port %d can subscribe; admin calls are refused",
+                port,
+            )
+
     async def _start_http(self, name: str, app: web.Application, endpoint: str) -> None:
         sock = _listen(endpoint, name)
         # Bodies are decompressed by the receiver itself, with a cap against gzip bombs.
@@ -160,14 +202,24 @@ class Service:
         while True:
             await asyncio.sleep(interval)
             self.analyzer.tick()
+            if self.advisories is not None:
+                self.advisories.expire()
 
     def _log_started(self) -> None:
         receivers = ", ".join(
-            f"{name} on port {port}" for name, port in self.ports.items() if name != "telemetry"
+            f"{name} on port {port}"
+            for name, port in self.ports.items()
+            if name not in ("telemetry", "advisories")
         )
         log.info("mcp-breaker receiving %s", receivers)
         if "telemetry" in self.ports:
             log.info("metrics, /healthz and /readyz on port %d", self.ports["telemetry"])
+        if "advisories" in self.ports:
+            tls = self.config.advisories.tls
+            security = (
+                "mutual TLS" if tls.client_ca_file else "TLS" if tls.cert_file else "plaintext"
+            )
+            log.info("advisories on port %d (%s)", self.ports["advisories"], security)
         if self.forwarder is not None:
             log.info(
                 "forwarding to %s over %s (queue: %d spans, %d consumers)",
@@ -199,6 +251,8 @@ class Service:
             await self._grpc_server.stop(RECEIVER_STOP_GRACE_S)
         if "otlp_http" in self._runners:
             await self._runners.pop("otlp_http").cleanup()
+        if self._advisory_server is not None:
+            await self._advisory_server.stop(ADVISORY_STOP_GRACE_S)
         if self._ticker is not None:
             self._ticker.cancel()
             self.analyzer.flush()

@@ -156,6 +156,7 @@ def make_config(*overrides: str, **env: str) -> ServiceConfig:
         f"receivers.grpc.endpoint={LOOPBACK}:0",
         f"receivers.http.endpoint={LOOPBACK}:0",
         f"telemetry.metrics_endpoint={LOOPBACK}:0",
+        f"advisories.endpoint={LOOPBACK}:0",
         "forward.retry.initial_interval_s=0.05",
         "forward.retry.max_interval_s=0.5",
     ]

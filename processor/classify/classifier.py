@@ -270,7 +270,8 @@ class Classifier:
             trace_id=client.span.trace_id,
             span_ids=spans,
             dialect=client.dialect,
-            harness=_harness(client),
+            harness=_resource_text(client, SERVICE_NAME_KEY),
+            tenant=_resource_text(client, self.config.tenant_attribute),
         )
 
     def _listing(self, reading: Reading) -> ToolListing:
@@ -287,15 +288,16 @@ class Classifier:
             trace_id=reading.span.trace_id,
             span_ids=(reading.span.span_id,),
             dialect=reading.dialect,
-            harness=_harness(reading),
+            harness=_resource_text(reading, SERVICE_NAME_KEY),
+            tenant=_resource_text(reading, self.config.tenant_attribute),
             problems=problems,
             **counts,
         )
 
 
-def _harness(reading: Reading) -> str:
-    name = reading.span.resource.get(SERVICE_NAME_KEY)
-    return name if isinstance(name, str) else ""
+def _resource_text(reading: Reading, key: str) -> str:
+    value = reading.span.resource.get(key)
+    return value if isinstance(value, str) else ""
 
 
 _OTHER_SIDE = {Side.CLIENT: Side.SERVER, Side.SERVER: Side.CLIENT}

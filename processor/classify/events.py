@@ -78,6 +78,7 @@ class ToolCall:
     span_ids: tuple[bytes, ...]  # every span the call was read from
     dialect: Dialect
     harness: str = ""  # the calling process's service.name, when its resource names one
+    tenant: str = ""  # from the resource attribute classify.tenant_attribute; "" = default
 
     @property
     def outcome(self) -> Outcome:
@@ -118,6 +119,7 @@ class ToolListing:
     span_ids: tuple[bytes, ...]
     dialect: Dialect
     harness: str = ""  # the listing process's service.name
+    tenant: str = ""
 
 
 Event = ToolCall | ToolListing

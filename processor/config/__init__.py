@@ -2,6 +2,8 @@
 
 from processor.config.load import ENV_PREFIX, env_var_name, leaf_keys, load_config
 from processor.config.model import (
+    AdvisoriesConfig,
+    AdvisoryTlsConfig,
     BreakerConfig,
     ClassifyConfig,
     Compression,
@@ -24,6 +26,8 @@ from processor.config.model import (
 
 __all__ = [
     "ENV_PREFIX",
+    "AdvisoriesConfig",
+    "AdvisoryTlsConfig",
     "BreakerConfig",
     "ClassifyConfig",
     "Compression",

@@ -92,7 +92,15 @@ DEFAULT_ROSTER_TURN_IDLE_S = 3600.0
 
 # --- self-telemetry and logs --------------------------------------------------------------
 DEFAULT_METRICS_ENDPOINT = "0.0.0.0:9464"
+DEFAULT_ADVISORIES_ENDPOINT = "0.0.0.0:4320"
+DEFAULT_HEARTBEAT_S = 5.0  # an idle stream hears from us this often
+DEFAULT_SUBSCRIBER_QUEUE = 1024  # changes waiting for one subscriber before it is cut off
+DEFAULT_MAX_SUBSCRIBERS = 1000
+DEFAULT_REPLAY_CHANGES = 10_000  # changes kept so a reconnecting subscriber can resume
+DEFAULT_MAX_ADVISORIES = 10_000  # advisories in force at once (turn blocks included)
+DEFAULT_HALF_OPEN_TTL_S = 600.0  # a half-open advisory nobody probes is dropped after this
 DEFAULT_READY_PROBE_TIMEOUT_S = 1.0
+DEFAULT_TENANT_ATTRIBUTE = "tenant.id"
 DEFAULT_MAX_SERIES_PER_METRIC = 2000  # label sets per metric before the overflow series
 DEFAULT_SERIES_IDLE_S = 3600.0  # a series not updated for an hour is dropped
 DEFAULT_LOG_LEVEL = "info"
@@ -279,6 +287,9 @@ class ClassifyConfig:
     tool_servers: dict[str, str] = field(default_factory=dict)
     # Regular expressions over a result's text that mark a failure hidden under isError false.
     hidden_failure_patterns: tuple[str, ...] = ()
+    # The resource attribute naming the tenant a harness belongs to: circuits, turn blocks
+    # and advisories are kept apart per tenant. Spans without it belong to no tenant ("").
+    tenant_attribute: str = DEFAULT_TENANT_ATTRIBUTE
 
     def validate(self, prefix: str) -> list[str]:
         problems = not_positive(
@@ -421,6 +432,60 @@ class TelemetryConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AdvisoryTlsConfig:
+    """TLS on the advisory port. No files: plaintext (for loopback and sidecars)."""
+
+    cert_file: str = ""
+    key_file: str = ""
+    # Set it for mutual TLS: every client must present a certificate this CA signed.
+    client_ca_file: str = ""
+
+    def validate(self, prefix: str) -> list[str]:
+        if bool(self.cert_file) != bool(self.key_file):
+            return [f"{prefix}: cert_file and key_file go together, got only one"]
+        if self.client_ca_file and not self.cert_file:
+            return [f"{prefix}.client_ca_file: mutual TLS needs cert_file and key_file too"]
+        return []
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdvisoriesConfig:
+    """The advisory service: harnesses subscribe to the breaker's decisions on its own port."""
+
+    enabled: bool = True
+    endpoint: str = DEFAULT_ADVISORIES_ENDPOINT
+    tls: AdvisoryTlsConfig = field(default_factory=AdvisoryTlsConfig)
+    # Bearer token -> tenant. Empty: no authentication, everyone is the default tenant.
+    tokens: dict[str, str] = field(default_factory=dict)
+    # Tokens allowed to force circuits open or closed. Empty: admin calls are refused.
+    admin_tokens: tuple[str, ...] = ()
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    subscriber_queue: int = DEFAULT_SUBSCRIBER_QUEUE
+    max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS
+    replay_changes: int = DEFAULT_REPLAY_CHANGES
+    max_advisories: int = DEFAULT_MAX_ADVISORIES
+    half_open_ttl_s: float = DEFAULT_HALF_OPEN_TTL_S
+
+    def validate(self, prefix: str) -> list[str]:
+        problems = not_positive(
+            prefix,
+            self,
+            "heartbeat_s",
+            "subscriber_queue",
+            "max_subscribers",
+            "replay_changes",
+            "max_advisories",
+            "half_open_ttl_s",
+        )
+        endpoint = endpoint_problem(f"{prefix}.endpoint", self.endpoint)
+        if endpoint:
+            problems.append(endpoint)
+        if any(not token.strip() for token in (*self.tokens, *self.admin_tokens)):
+            problems.append(f"{prefix}.tokens: a token must not be empty")
+        return problems + self.tls.validate(f"{prefix}.tls")
+
+
+@dataclass(frozen=True, kw_only=True)
 class LogConfig:
     level: LogLevel = LogLevel.INFO
 
@@ -438,6 +503,7 @@ class ServiceConfig:
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
     roster: RosterConfig = field(default_factory=RosterConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    advisories: AdvisoriesConfig = field(default_factory=AdvisoriesConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     def validate(self) -> list[str]:
@@ -448,5 +514,6 @@ class ServiceConfig:
             + self.breaker.validate("breaker")
             + self.roster.validate("roster")
             + self.telemetry.validate("telemetry")
+            + self.advisories.validate("advisories")
             + self.log.validate("log")
         )

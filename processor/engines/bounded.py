@@ -52,6 +52,9 @@ class LruMap(Generic[K, V]):
     def values(self) -> list[V]:
         return list(self._items.values())
 
+    def pop(self, key: K) -> V | None:
+        return self._items.pop(key, None)
+
 
 class IdleMap(Generic[K, V]):
     """An LruMap whose entries also expire after ``idle_s`` without a touch.

@@ -73,6 +73,8 @@ class CallDecision:
     transitions: tuple[Transition, ...]
     # The call failed as an unknown tool that a listing of its turn had offered.
     stale_roster: bool = False
+    # The within-turn block this call's failure opened: later calls it covers are dead.
+    opened_block: Block | None = None
 
 
 class Breaker:
@@ -111,13 +113,14 @@ class Breaker:
         if dead_across or state is not State.CLOSED:
             rule = Rule.SERVER if governing.key.scope is Scope.SERVER else Rule.TOOL
         # Evidence as the harness would have seen it before making the call.
-        evidence = self._evidence(governing) if rule else None
+        evidence = self.evidence(governing) if rule else None
         first = governing.first_failure
         forced_reason = governing.forced_reason if state in _FORCED else ""
         turn = self.turns.observe(call)
         transitions += self._record(call, server_key, tool_key)
         if turn.dead_call and turn.block is not None:
             return self._decide(call, turn.block, transitions)
+        opened = turn.block  # not dead: a block, if any, was opened by this failure
         return CallDecision(
             call=call,
             state=state.value,
@@ -125,13 +128,14 @@ class Breaker:
             key=governing.key.name if rule else "",
             dead_call=dead_across,
             repeat_of=first.span_id if dead_across and first else None,
-            enforced=self._enforced(rule),
+            enforced=self.enforced(rule),
             forced_reason=forced_reason,
             evidence=evidence,
             message=_refusal(call, governing.key, evidence, forced_reason)
             if dead_across and evidence
             else "",
             transitions=tuple(transitions),
+            opened_block=opened,
         )
 
     def _decide(self, call: ToolCall, block: Block, transitions: list[Transition]) -> CallDecision:
@@ -143,7 +147,7 @@ class Breaker:
             key=block.key,
             dead_call=True,
             repeat_of=block.span_id,
-            enforced=self._enforced(rule),
+            enforced=self.enforced(rule),
             forced_reason="",
             evidence=Evidence(
                 calls=0,
@@ -203,11 +207,11 @@ class Breaker:
         return self.machine.release(self._circuit(key), reason, now_s)
 
     # -- reading the state --------------------------------------------------------------
-    def blocking(self, server: str | None, tool: str) -> bool:
+    def blocking(self, server: str | None, tool: str, tenant: str = "") -> bool:
         """Is the tool's or its server's circuit open right now (as last seen)?"""
-        keys = [CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}")]
+        keys = [CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}", tenant)]
         if server:
-            keys.append(CircuitKey(Scope.SERVER, server))
+            keys.append(CircuitKey(Scope.SERVER, server, tenant))
         return any(c is not None and c.state in BLOCKING for c in map(self.circuits.peek, keys))
 
     def server_out(self, server: str) -> bool:
@@ -229,18 +233,19 @@ class Breaker:
 
     def _keys(self, call: ToolCall) -> tuple[CircuitKey | None, CircuitKey]:
         server = call.server or NO_SERVER
-        tool = CircuitKey(Scope.TOOL, f"{server}/{call.tool}")
-        return (CircuitKey(Scope.SERVER, call.server) if call.server else None), tool
+        tool = CircuitKey(Scope.TOOL, f"{server}/{call.tool}", call.tenant)
+        server_key = CircuitKey(Scope.SERVER, call.server, call.tenant) if call.server else None
+        return server_key, tool
 
     def _circuit(self, key: CircuitKey) -> Circuit:
         return self.circuits.setdefault(key, lambda: Circuit(key))
 
-    def _enforced(self, rule: Rule | None) -> bool:
+    def enforced(self, rule: Rule | None) -> bool:
         return not self.config.shadow and (
             rule is None or rule.value not in self.config.shadow_rules
         )
 
-    def _evidence(self, circuit: Circuit) -> Evidence:
+    def evidence(self, circuit: Circuit) -> Evidence:
         calls, failures = circuit.calls_and_failures()
         first = circuit.first_failure
         retry_after = None

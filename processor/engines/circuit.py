@@ -66,6 +66,7 @@ class CircuitKey(NamedTuple):
 
     scope: Scope
     name: str  # "server/tool" for a tool, "server" for a server
+    tenant: str = ""  # tenants never share a circuit, even for servers of the same name
 
 
 @dataclass(frozen=True, slots=True)

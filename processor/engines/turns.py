@@ -52,7 +52,9 @@ class TurnVerdict:
 class TurnBreaker:
     def __init__(self, config: BreakerConfig) -> None:
         self.config = config
-        self._turns: IdleMap[str, dict[str, Block]] = IdleMap(config.max_turns, config.turn_idle_s)
+        # Keyed by (tenant, turn): turn ids a harness chooses may repeat across tenants.
+        self._turns: IdleMap[tuple[str, str], dict[str, Block]]
+        self._turns = IdleMap(config.max_turns, config.turn_idle_s)
 
     def __len__(self) -> int:
         return len(self._turns)
@@ -63,7 +65,7 @@ class TurnBreaker:
             # move the clock that expires other turns (it would change their decisions).
             return TurnVerdict(False, None)
         # Span time drives expiry, and idle time counts from the turn's latest call.
-        blocks = self._turns.touch(call.turn, call.end_ns / NS_PER_S, dict)
+        blocks = self._turns.touch((call.tenant, call.turn), call.end_ns / NS_PER_S, dict)
         met = self._met(blocks, call)
         if met is not None:
             return TurnVerdict(True, met)

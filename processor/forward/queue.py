@@ -98,6 +98,8 @@ class Forwarder:
         self._config = config
         self._sender = sender
         self._metrics = metrics
+        for reason in FailureReason:  # zeros from the start: increase() sees the first loss
+            metrics.send_failed_spans.labels(reason)
         self._sleep = sleep
         self._jitter = jitter
         self._clock = clock

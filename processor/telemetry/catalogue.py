@@ -238,6 +238,48 @@ OVERFLOW = MetricSpec(
     query="sum by (metric) (rate(mcp_breaker_metric_overflow_total[5m])) > 0",
 )
 
+# -- advisories ----------------------------------------------------------------------------
+SUBSCRIBERS = MetricSpec(
+    name="advisory_subscribers",
+    kind=Kind.GAUGE,
+    unit="",
+    labels=(),
+    help="Harnesses subscribed to advisories now.",
+    query="mcp_breaker_advisory_subscribers",
+)
+ADVISORIES = MetricSpec(
+    name="advisories",
+    kind=Kind.GAUGE,
+    unit="",
+    labels=(),
+    help="Advisories in force now (circuits not closed, turn blocks).",
+    query="mcp_breaker_advisories",
+)
+ADVISORY_CHANGES = MetricSpec(
+    name="advisory_changes",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=(),
+    help="Advisory changes published to subscribers.",
+    query="rate(mcp_breaker_advisory_changes_total[5m])",
+)
+SUBSCRIBERS_CUT = MetricSpec(
+    name="advisory_subscribers_cut_off",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=(),
+    help="Subscribers cut off because their queue was full (they resync on reconnect).",
+    query="increase(mcp_breaker_advisory_subscribers_cut_off_total[15m]) > 0",
+)
+CHECKS = MetricSpec(
+    name="advisory_checks",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=("verdict",),
+    help="Check calls answered, by verdict (allow, deny, probe).",
+    query="sum by (verdict) (rate(mcp_breaker_advisory_checks_total[5m]))",
+)
+
 DERIVED: tuple[MetricSpec, ...] = (
     TOOL_CALLS,
     CALL_DURATION,
@@ -259,6 +301,11 @@ DERIVED: tuple[MetricSpec, ...] = (
     DUPLICATE_SPANS,
     SERIES,
     OVERFLOW,
+    SUBSCRIBERS,
+    ADVISORIES,
+    ADVISORY_CHANGES,
+    SUBSCRIBERS_CUT,
+    CHECKS,
 )
 
 

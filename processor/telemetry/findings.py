@@ -39,7 +39,8 @@ from processor.telemetry.series import (
     label_value,
 )
 
-MAX_COLLAPSES_REMEMBERED = 4096  # (turn, first round) of collapses already counted
+MAX_COLLAPSES_REMEMBERED = 4096  # turns whose collapses (their first rounds) were counted
+MAX_COLLAPSES_PER_TURN = 8  # the latest first rounds counted, per turn
 # The metrics updated from findings, each in a bounded table; the rest are read at scrape.
 RECORDED = (
     c.TOOL_CALLS,
@@ -82,7 +83,7 @@ class FindingMetrics(Collector):
         self._probes: dict[tuple[str, ...], float] = {
             (scope, result): 0 for scope in ("server", "tool") for result in PROBE_RESULTS
         }
-        self._collapses_seen: LruMap[tuple[str, int], bool] = LruMap(MAX_COLLAPSES_REMEMBERED)
+        self._collapses_seen: LruMap[str, list[int]] = LruMap(MAX_COLLAPSES_REMEMBERED)
 
     # -- the sink -------------------------------------------------------------------------
     def __call__(self, finding: object) -> None:
@@ -138,10 +139,14 @@ class FindingMetrics(Collector):
             self._set(c.OFFERED_TOOLS, (harness, server), offered, now)
         collapse = finding.collapse
         if collapse is not None:
-            seen_key = (collapse.turn, collapse.from_round)
-            if seen_key not in self._collapses_seen:
-                self._collapses_seen.setdefault(seen_key, lambda: True)
+            # A collapse already counted may come back longer, at either end: listings of a
+            # turn arrive in any order, so an earlier round can move its first round back.
+            counted = self._collapses_seen.setdefault(collapse.turn, list)
+            if not any(collapse.from_round <= r <= collapse.to_round for r in counted):
                 self._add(c.COLLAPSES, (harness,), now)
+            if collapse.from_round not in counted:
+                counted.append(collapse.from_round)
+                del counted[:-MAX_COLLAPSES_PER_TURN]
         if finding.namespaces is not None:
             self._set(c.NAMESPACES_MISSING, (harness, server), len(finding.namespaces.missing), now)
         if finding.stale_tools:
@@ -225,7 +230,8 @@ class FindingMetrics(Collector):
                     {**labels, states.name: each.value},
                     1.0 if each is state else 0.0,
                 )
-            if state is not State.CLOSED and circuit.since_s is not None:
+            failing = state not in (State.CLOSED, State.FORCED_CLOSED)  # forced closed: aside
+            if failing and circuit.since_s is not None:
                 since.add_sample(since.name, labels, circuit.since_s)
         yield states
         yield since

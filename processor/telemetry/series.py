@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 OVERFLOW_LABEL = "otel_metric_overflow"
-OVERFLOW_KEY: tuple[str, ...] = ("\0overflow",)  # never a real label set: values are capped
 MAX_LABEL_VALUE_CHARS = 128  # a longer tool or server name is cut, so memory per key is bounded
+# Never a real label set: its one value is longer than any label_value() can be.
+OVERFLOW_KEY: tuple[str, ...] = ("\0overflow" * (MAX_LABEL_VALUE_CHARS // 9 + 1),)
 
 
 def label_value(value: str | None) -> str:
@@ -107,7 +108,8 @@ class SeriesTable(Generic[V]):
         entry = series.pop(labels, None)
         if entry is None:
             self.expire(now_s)
-            if len(series) >= self._max_series:
+            # The overflow series is not one of the max_series label sets.
+            if len(series) - (OVERFLOW_KEY in series) >= self._max_series:
                 self.folded += 1
                 labels = OVERFLOW_KEY
                 entry = series.pop(labels, None)

@@ -1,0 +1,185 @@
+"""The advisories in force, numbered changes, and what each subscriber may see.
+
+Plain logic, clock passed in (wall-clock Unix seconds: advisories are for harnesses
+running now). The hub turns the breaker's decisions into advisories, numbers every change
+with a sequence number within an epoch (one per process start), keeps the latest
+``replay_changes`` so a subscriber that reconnects gets exactly what it missed, and
+expires advisories whose time is up: an open circuit past its open period becomes
+half-open (one probe may go), a half-open one nobody probed and a finished turn's block
+are dropped. Bounded: at most ``max_advisories`` in force, the oldest dropped first.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from processor.advisories.model import (
+    CLOSED,
+    TURN_BLOCKED,
+    TURN_SCOPES,
+    Advisory,
+    from_block,
+    from_circuit,
+    turn_call_id,
+    turn_tool_id,
+)
+from processor.config import AdvisoriesConfig, Rule
+from processor.engines.breaker import Breaker, CallDecision
+from processor.engines.circuit import CircuitKey, Scope, State, Transition
+
+Change = tuple[int, Advisory]  # (sequence number, the advisory as it now stands)
+_RULE = {Scope.SERVER: Rule.SERVER, Scope.TOOL: Rule.TOOL}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Audience:
+    """What one subscriber (or caller) may see: its tenant, and the filters it asked for."""
+
+    tenant: str
+    servers: frozenset[str] = frozenset()
+    harness: str = ""
+
+    def sees(self, advisory: Advisory) -> bool:
+        if advisory.tenant != self.tenant:
+            return False
+        if self.servers and advisory.server not in self.servers:
+            return False
+        turn_scoped = advisory.scope in TURN_SCOPES
+        return not (self.harness and turn_scoped and advisory.harness != self.harness)
+
+
+class AdvisoryHub:
+    def __init__(self, config: AdvisoriesConfig, breaker: Breaker, epoch: str | None = None):
+        self.config = config
+        self.breaker = breaker
+        self.epoch = epoch or secrets.token_hex(8)
+        self.seq = 0
+        self._current: OrderedDict[str, Advisory] = OrderedDict()
+        self._log: deque[Change] = deque(maxlen=config.replay_changes)
+
+    def __len__(self) -> int:
+        return len(self._current)
+
+    def get(self, advisory_id: str) -> Advisory | None:
+        return self._current.get(advisory_id)
+
+    # -- changes in -------------------------------------------------------------------------
+    def observe(self, decision: CallDecision, now_s: float) -> list[Change]:
+        """The changes a call's decision makes: circuits that moved, a turn block opened."""
+        latest: dict[CircuitKey, Transition] = {}
+        for transition in decision.transitions:
+            latest[transition.key] = transition
+        advisories = [
+            a
+            for transition in latest.values()
+            if (a := self.circuit_advisory(transition.key, reason=transition.reason))
+        ]
+        block = decision.opened_block
+        if block is not None:
+            rule = Rule.TURN_TOOL if block.key.startswith("tool:") else Rule.TURN_CALL
+            advisory = from_block(
+                decision.call,
+                block,
+                enforced=self.breaker.enforced(rule),
+                turn_idle_s=self.breaker.config.turn_idle_s,
+            )
+            if advisory is not None:
+                advisories.append(advisory)
+        harness = decision.call.harness
+        return self.publish(
+            (replace(a, harness=harness) if not a.harness else a for a in advisories), now_s
+        )
+
+    def circuit_advisory(
+        self, key: CircuitKey, *, reason: str = "", state: State | None = None
+    ) -> Advisory | None:
+        """The advisory for a circuit as it stands (or in ``state``, as a reader sees it)."""
+        circuit = self.breaker.circuits.peek(key)
+        if circuit is None:
+            return None
+        evidence = self.breaker.evidence(circuit)
+        return from_circuit(
+            circuit,
+            state or circuit.state,
+            # Why, in the words a person reads: the operator's reason, else the failure class.
+            cause=reason or circuit.forced_reason or evidence.failure_class,
+            evidence=evidence,
+            enforced=self.breaker.enforced(_RULE[key.scope]),
+            half_open_ttl_s=self.config.half_open_ttl_s,
+        )
+
+    def publish(self, advisories: Iterable[Advisory], now_s: float) -> list[Change]:
+        changes: list[Change] = []
+        for advisory in advisories:
+            known = self._current.pop(advisory.id, None)
+            if not advisory.in_force:
+                if known is None:
+                    continue  # nothing was in force: nothing to take back
+                advisory = replace(advisory, state=CLOSED)
+            else:
+                self._current[advisory.id] = advisory
+            changes.append(self._append(advisory))
+        while len(self._current) > self.config.max_advisories:
+            _, oldest = self._current.popitem(last=False)
+            changes.append(self._append(oldest.closed("evicted")))
+        return changes
+
+    def expire(self, now_s: float) -> list[Change]:
+        """Advisories whose time is up: open → half-open; others taken back."""
+        changes: list[Change] = []
+        for advisory in list(self._current.values()):
+            if not advisory.expires_s or advisory.expires_s > now_s:
+                continue
+            del self._current[advisory.id]
+            if advisory.state == State.OPEN.value:
+                moved = replace(
+                    advisory,
+                    state=State.HALF_OPEN.value,
+                    cause="open_period_over",
+                    message="",
+                    retry_after_s=0.0,
+                    expires_s=now_s + self.config.half_open_ttl_s,
+                )
+                self._current[moved.id] = moved
+                changes.append(self._append(moved))
+            else:
+                cause = "turn_over" if advisory.state == TURN_BLOCKED else "expired"
+                changes.append(self._append(advisory.closed(cause)))
+        return changes
+
+    def _append(self, advisory: Advisory) -> Change:
+        self.seq += 1
+        change = (self.seq, advisory)
+        self._log.append(change)
+        return change
+
+    # -- reading ----------------------------------------------------------------------------
+    def snapshot(self, audience: Audience) -> list[Advisory]:
+        return [a for a in self._current.values() if audience.sees(a)]
+
+    def since(self, epoch: str, seq: int, audience: Audience) -> list[Change] | None:
+        """The changes after ``seq`` this audience may see, or None when they are not all
+        held any more (or the epoch is another process's): the subscriber must resync."""
+        if epoch != self.epoch or seq > self.seq:
+            return None
+        if seq == self.seq:
+            return []
+        if not self._log or self._log[0][0] > seq + 1:
+            return None
+        return [(s, a) for s, a in self._log if s > seq and audience.sees(a)]
+
+    def blocking_for(
+        self, tenant: str, turn: str, server: str, tool: str, fingerprint: str
+    ) -> Advisory | None:
+        """A turn-scoped advisory that refuses this call, if any."""
+        for advisory_id in (
+            turn_tool_id(tenant, turn, server, tool),
+            turn_call_id(tenant, turn, fingerprint) if fingerprint else "",
+        ):
+            advisory = self._current.get(advisory_id) if advisory_id else None
+            if advisory is not None and advisory.blocking:
+                return advisory
+        return None

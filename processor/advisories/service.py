@@ -1,0 +1,325 @@
+"""The advisory port (4320): gRPC servicers that translate between the wire and the hub.
+
+    analyzer ─▶ AdvisoryService (a sink) ─▶ hub.observe ─▶ Broadcaster ─▶ one queue per subscriber
+    Check / GetState / Admin ─▶ Checker, hub, breaker
+
+Everything runs on the service's event loop. Publishing never waits: each subscriber has a
+bounded queue, and one that falls behind is cut off (RESOURCE_EXHAUSTED) and must
+resubscribe, which resyncs it; the span pipeline and other subscribers never wait for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+
+from processor.advisories import convert
+from processor.advisories.auth import Authenticator, bearer_token
+from processor.advisories.check import Checker, Verdict
+from processor.advisories.hub import AdvisoryHub, Audience, Change
+from processor.advisories.v1 import advisories_pb2 as pb
+from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from processor.classify.fingerprint import fingerprint
+from processor.config import AdvisoriesConfig
+from processor.engines.breaker import NO_SERVER, Breaker, CallDecision
+from processor.engines.circuit import CircuitKey, Scope, State
+from processor.errors import IllegalTransition
+
+log = logging.getLogger(__name__)
+
+MAX_ARGUMENTS_JSON_CHARS = 256 * 1024  # a Check's arguments, before they are fingerprinted
+MAX_FILTER_SERVERS = 256
+MAX_NAME_CHARS = 512
+MAX_FORCE_S = 7 * 24 * 3600.0
+_VERDICT = {Verdict.ALLOW: pb.VERDICT_ALLOW, Verdict.DENY: pb.VERDICT_DENY}
+_VERDICT[Verdict.PROBE] = pb.VERDICT_PROBE
+
+
+@dataclass(eq=False)
+class Subscriber:
+    audience: Audience
+    name: str
+    limit: int
+    queue: deque[Change] = field(default_factory=deque)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    cut: bool = False
+
+
+@dataclass(slots=True)
+class AdvisoryStats:
+    changes: int = 0
+    cut_off: int = 0
+    checks: dict[str, int] = field(default_factory=dict)
+
+
+class Broadcaster:
+    def __init__(self) -> None:
+        self.subscribers: set[Subscriber] = set()
+
+    def send(self, changes: Sequence[Change], stats: AdvisoryStats) -> None:
+        if not changes:
+            return
+        stats.changes += len(changes)
+        for subscriber in self.subscribers:
+            if subscriber.cut:
+                continue
+            for change in changes:
+                if not subscriber.audience.sees(change[1]):
+                    continue
+                if len(subscriber.queue) >= subscriber.limit:
+                    subscriber.cut = True  # it will resync; others are not held up
+                    subscriber.queue.clear()
+                    stats.cut_off += 1
+                    break
+                subscriber.queue.append(change)
+            subscriber.ready.set()
+
+
+class AdvisoryService:
+    """The hub and the broadcaster behind the advisory port; a consumer of findings."""
+
+    def __init__(
+        self,
+        config: AdvisoriesConfig,
+        breaker: Breaker,
+        clock: Callable[[], float] = time.time,
+        epoch: str | None = None,
+    ) -> None:
+        self.config = config
+        self.hub = AdvisoryHub(config, breaker, epoch)
+        self.checker = Checker(self.hub)
+        self.auth = Authenticator(config)
+        self.broadcaster = Broadcaster()
+        self.stats = AdvisoryStats()
+        self.clock = clock
+
+    def __call__(self, finding: object) -> None:
+        if isinstance(finding, CallDecision):
+            changes = self.hub.observe(finding, self.clock())
+            self.broadcaster.send(changes, self.stats)
+
+    def expire(self) -> None:
+        self.broadcaster.send(self.hub.expire(self.clock()), self.stats)
+
+    def add_to(self, server: grpc.aio.Server) -> None:
+        pb_grpc.add_AdvisoriesServicer_to_server(AdvisoriesServicer(self), server)  # type: ignore[no-untyped-call]
+        pb_grpc.add_AdminServicer_to_server(AdminServicer(self), server)  # type: ignore[no-untyped-call]
+
+
+async def _tenant(service: AdvisoryService, context: grpc.aio.ServicerContext) -> str:
+    tenant = service.auth.tenant(bearer_token(context.invocation_metadata()))
+    if tenant is None:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "a valid bearer token is required")
+    assert tenant is not None
+    return tenant
+
+
+async def _text(context: grpc.aio.ServicerContext, what: str, value: str) -> str:
+    if len(value) > MAX_NAME_CHARS:
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, f"{what} is longer than {MAX_NAME_CHARS} characters"
+        )
+    return value
+
+
+class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
+    def __init__(self, service: AdvisoryService) -> None:
+        self.service = service
+
+    async def Subscribe(
+        self, request: pb.SubscribeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.SubscribeResponse]:
+        service = self.service
+        tenant = await _tenant(service, context)
+        if len(service.broadcaster.subscribers) >= service.config.max_subscribers:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many subscribers")
+        if len(request.servers) > MAX_FILTER_SERVERS:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_FILTER_SERVERS} servers"
+            )
+        audience = Audience(
+            tenant=tenant,
+            servers=frozenset(request.servers),
+            harness=await _text(context, "harness", request.harness),
+        )
+        hub = service.hub
+        name = request.subscriber_name[:MAX_NAME_CHARS] or context.peer()
+        subscriber = Subscriber(audience, name, service.config.subscriber_queue)
+        # No await between reading the hub and registering: no change can fall between.
+        missed = (
+            hub.since(request.resume_epoch, request.resume_after_seq, audience)
+            if request.resume_epoch
+            else None
+        )
+        first: list[pb.SubscribeResponse] = []
+        if missed is None:
+            snapshot = pb.Snapshot(
+                advisories=[convert.to_wire(a) for a in hub.snapshot(audience)],
+                resync=bool(request.resume_epoch),
+            )
+            first.append(pb.SubscribeResponse(epoch=hub.epoch, seq=hub.seq, snapshot=snapshot))
+        else:
+            first.extend(_change(hub.epoch, change) for change in missed)
+        service.broadcaster.subscribers.add(subscriber)
+        log.info(
+            "advisories: %s subscribed (tenant %r, %s)",
+            name,
+            tenant,
+            "resumed" if missed is not None else "snapshot",
+        )
+        try:
+            for message in first:
+                yield message
+            heartbeat = service.config.heartbeat_s
+            while True:
+                try:
+                    await asyncio.wait_for(subscriber.ready.wait(), heartbeat)
+                except TimeoutError:
+                    at = int(service.clock() * convert.NS)
+                    yield pb.SubscribeResponse(
+                        epoch=hub.epoch, seq=hub.seq, heartbeat=pb.Heartbeat(at_unix_nano=at)
+                    )
+                    continue
+                subscriber.ready.clear()
+                if subscriber.cut:
+                    log.warning("advisories: %s fell behind and was cut off", name)
+                    await context.abort(
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        "subscriber fell behind; resubscribe to resync",
+                    )
+                while subscriber.queue:
+                    yield _change(hub.epoch, subscriber.queue.popleft())
+        finally:
+            service.broadcaster.subscribers.discard(subscriber)
+
+    async def Check(
+        self, request: pb.CheckRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CheckResponse:
+        service = self.service
+        tenant = await _tenant(service, context)
+        for what in ("turn", "server", "tool", "fingerprint", "harness"):
+            await _text(context, what, getattr(request, what))
+        print_ = request.fingerprint
+        if not print_ and request.arguments_json:
+            if len(request.arguments_json) > MAX_ARGUMENTS_JSON_CHARS:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "arguments_json too large")
+            try:
+                arguments = json.loads(request.arguments_json)
+            except ValueError:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "arguments_json is not JSON")
+            print_ = fingerprint(request.server or None, request.tool, arguments)
+        result = service.checker.check(
+            tenant=tenant,
+            turn=request.turn,
+            server=request.server,
+            tool=request.tool,
+            fingerprint=print_,
+            now_s=service.clock(),
+        )
+        counts = service.stats.checks
+        counts[result.verdict.value] = counts.get(result.verdict.value, 0) + 1
+        response = pb.CheckResponse(verdict=_VERDICT[result.verdict], probe_permit=result.permit)
+        if result.advisory is not None:
+            response.advisory.CopyFrom(convert.to_wire(result.advisory))
+        return response
+
+    async def GetState(
+        self, request: pb.GetStateRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetStateResponse:
+        service = self.service
+        tenant = await _tenant(service, context)
+        audience = Audience(tenant=tenant, servers=frozenset(request.servers))
+        return pb.GetStateResponse(
+            advisories=[convert.to_wire(a) for a in service.hub.snapshot(audience)],
+            epoch=service.hub.epoch,
+            seq=service.hub.seq,
+        )
+
+
+class AdminServicer(pb_grpc.AdminServicer):
+    def __init__(self, service: AdvisoryService) -> None:
+        self.service = service
+
+    async def _admin(self, context: grpc.aio.ServicerContext, action: str) -> None:
+        token = bearer_token(context.invocation_metadata())
+        if not token:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "an admin token is required")
+        if not self.service.auth.is_admin(token):
+            log.warning("admin: refused %s from %s: not an admin token", action, context.peer())
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not an admin token")
+
+    async def ForceCircuit(
+        self, request: pb.ForceCircuitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ForceCircuitResponse:
+        await self._admin(context, "force")
+        service = self.service
+        if not request.server and not request.tool:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a server or a tool")
+        if not request.reason.strip():
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a reason is required")
+        if not 0 < request.duration_seconds <= MAX_FORCE_S:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"duration_seconds must be in (0, {MAX_FORCE_S:.0f}]",
+            )
+        for what in ("server", "tool", "reason", "tenant"):
+            await _text(context, what, getattr(request, what))
+        key = _key(request.server, request.tool, request.tenant)
+        target = State.FORCED_OPEN if request.open else State.FORCED_CLOSED
+        now = service.clock()
+        breaker = service.hub.breaker
+        try:
+            breaker.force(key, target, now + request.duration_seconds, request.reason, now)
+        except IllegalTransition:  # already forced the same way: renew it
+            breaker.release(key, "renewed by an operator", now)
+            breaker.force(key, target, now + request.duration_seconds, request.reason, now)
+        log.warning(
+            "admin: %s forced %s %r %s for %.0fs (tenant %r): %s",
+            context.peer(),
+            key.scope.value,
+            key.name,
+            "open" if request.open else "closed",
+            request.duration_seconds,
+            key.tenant,
+            request.reason,
+        )
+        advisory = service.hub.circuit_advisory(key, reason=request.reason)
+        assert advisory is not None
+        service.broadcaster.send(service.hub.publish([advisory], now), service.stats)
+        return pb.ForceCircuitResponse(advisory=convert.to_wire(advisory))
+
+    async def ReleaseCircuit(
+        self, request: pb.ReleaseCircuitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReleaseCircuitResponse:
+        await self._admin(context, "release")
+        service = self.service
+        key = _key(request.server, request.tool, request.tenant)
+        now = service.clock()
+        reason = request.reason[:MAX_NAME_CHARS] or "released by an operator"
+        transition = service.hub.breaker.release(key, reason, now)
+        if transition is None:
+            return pb.ReleaseCircuitResponse(released=False)
+        peer = context.peer()
+        log.warning("admin: %s released %s %r: %s", peer, key.scope.value, key.name, reason)
+        advisory = service.hub.circuit_advisory(key, reason=reason)
+        if advisory is not None:
+            service.broadcaster.send(service.hub.publish([advisory], now), service.stats)
+        return pb.ReleaseCircuitResponse(released=True)
+
+
+def _key(server: str, tool: str, tenant: str) -> CircuitKey:
+    if tool:
+        return CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}", tenant)
+    return CircuitKey(Scope.SERVER, server, tenant)
+
+
+def _change(epoch: str, change: Change) -> pb.SubscribeResponse:
+    seq, advisory = change
+    return pb.SubscribeResponse(epoch=epoch, seq=seq, change=convert.to_wire(advisory))
