@@ -11,19 +11,24 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import grpc
 import yaml
 
 from processor import __version__, logs
 from processor.config import ServiceConfig, env_var_name, load_config
 from processor.errors import ConfigError
 from processor.server import serve
+from processor.status import status
 
 DESCRIPTION = """\
 mcp-breaker: an OpenTelemetry hop that reads MCP tool calls in flight.
 
-It receives OTLP traces (gRPC on 4317, HTTP on 4318), analyses the MCP spans and forwards
-every span to the next hop. Settings come from, lowest precedence first: built-in
-defaults, a YAML file (--config), MCP_BREAKER_* environment variables, and --set flags.
+It receives OTLP traces (gRPC on 4317, HTTP on 4318), analyses the MCP spans, forwards
+every span to the next hop, serves Prometheus metrics (9464) and pushes circuit-open
+advisories to the harnesses that subscribe (4320).
+
+Settings come from, lowest precedence first: built-in defaults, a YAML file
+(--config), MCP_BREAKER_* environment variables, and --set flags.
 Run 'mcp-breaker print-config' to see every key and its value.
 """
 
@@ -76,6 +81,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_config_flags(check, file_required=True)
 
+    state = commands.add_parser(
+        "status",
+        help="show the open circuits of a running service",
+        description="Ask a running mcp-breaker (its advisory port) what is out right now, "
+        "and print it as a table: worst first, with the cause and since when.",
+    )
+    state.add_argument(
+        "--target",
+        default="127.0.0.1:4320",
+        metavar="HOST:PORT",
+        help="the service's advisory port (default: %(default)s)",
+    )
+    state.add_argument(
+        "--token-env",
+        default="MCP_BREAKER_TOKEN",
+        metavar="VAR",
+        help="environment variable holding the bearer token (default: %(default)s); "
+        "a token is never taken on the command line, where ps would show it",
+    )
+    state.add_argument("--tls-ca", metavar="FILE", help="CA certificate: connect with TLS")
+
     show = commands.add_parser(
         "print-config",
         help="print the effective configuration as YAML",
@@ -105,11 +131,34 @@ def _plain(value: Any) -> Any:
 def _print_config(config: ServiceConfig) -> None:
     print("# Effective configuration. Each key can also be set by an environment variable,")
     print(f"# e.g. forward.endpoint by {env_var_name(('forward', 'endpoint'))}.")
-    print(yaml.safe_dump(_plain(config), sort_keys=False), end="")
+    plain = _plain(config)
+    # Tokens are secrets: show how many there are and their tenants, never their text.
+    advisories = plain["advisories"]
+    advisories["tokens"] = {
+        f"<redacted {n}>": tenant for n, tenant in enumerate(config.advisories.tokens.values(), 1)
+    }
+    advisories["admin_tokens"] = ["<redacted>"] * len(config.advisories.admin_tokens)
+    print(yaml.safe_dump(plain, sort_keys=False), end="")
+
+
+def _status(args: argparse.Namespace) -> int:
+    token = os.environ.get(args.token_env) or None
+    try:
+        print(status(args.target, token=token, ca_file=args.tls_ca), end="")
+    except grpc.RpcError as error:
+        code = error.code()
+        print(f"mcp-breaker status: {args.target}: {code.name}: {error.details()}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"mcp-breaker status: {args.tls_ca}: {error.strerror}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "status":
+        return _status(args)
     try:
         config = load_config(path=args.config, environ=os.environ, overrides=_overrides(args))
     except ConfigError as error:

@@ -1,0 +1,110 @@
+"""``mcp-breaker status``: what is out right now, as a table a person reads at a glance.
+
+Reads GetState from a running service's advisory port; the rendering is a plain function
+of the advisories and the time, so it is tested without a network.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import grpc
+
+from processor.advisories.v1 import advisories_pb2 as pb
+from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+
+NS = 1_000_000_000
+STATUS_TIMEOUT_S = 5.0
+MAX_CAUSE_CHARS = 60
+_SCOPE = {
+    pb.SCOPE_SERVER: "server",
+    pb.SCOPE_TOOL: "tool",
+    pb.SCOPE_TURN_TOOL: "turn/tool",
+    pb.SCOPE_TURN_CALL: "turn/call",
+}
+_STATE = {
+    pb.STATE_OPEN: "OPEN",
+    pb.STATE_HALF_OPEN: "half-open",
+    pb.STATE_FORCED_OPEN: "FORCED OPEN",
+    pb.STATE_FORCED_CLOSED: "forced closed",
+    pb.STATE_TURN_BLOCKED: "blocked (turn)",
+}
+# Worst first: what a person must act on comes at the top.
+_ORDER = {pb.STATE_FORCED_OPEN: 0, pb.STATE_OPEN: 1, pb.STATE_HALF_OPEN: 2}
+
+
+def fetch(
+    target: str, *, token: str | None = None, ca_file: str | None = None
+) -> pb.GetStateResponse:
+    if ca_file:
+        credentials = grpc.ssl_channel_credentials(Path(ca_file).read_bytes())
+        channel = grpc.secure_channel(target, credentials)
+    else:
+        channel = grpc.insecure_channel(target)
+    metadata = [("authorization", f"Bearer {token}")] if token else None
+    with channel:
+        stub = pb_grpc.AdvisoriesStub(channel)  # type: ignore[no-untyped-call]
+        response: pb.GetStateResponse = stub.GetState(
+            pb.GetStateRequest(), timeout=STATUS_TIMEOUT_S, metadata=metadata
+        )
+        return response
+
+
+def _ago(unix_nano: int, now_s: float) -> str:
+    if not unix_nano:
+        return "-"
+    return _span(now_s - unix_nano / NS) + " ago"
+
+
+def _span(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def render(advisories: Sequence[pb.Advisory], now_s: float) -> str:
+    """One row per advisory in force, worst first; a line saying so when nothing is out."""
+    shown = [a for a in advisories if a.state != pb.STATE_CLOSED]
+    if not shown:
+        return "No circuits open: every tool mcp-breaker has seen is available.\n"
+    shown.sort(key=lambda a: (_ORDER.get(a.state, 3), a.server, a.tool, a.turn))
+    header = ("SCOPE", "SERVER", "TOOL", "STATE", "FAILING SINCE", "CALLS", "RETRY IN", "CAUSE")
+    rows = [header]
+    for a in shown:
+        cause = a.cause or a.evidence.failure_class
+        if a.evidence.excerpt:
+            cause = f"{cause}: {a.evidence.excerpt}" if cause else a.evidence.excerpt
+        if len(cause) > MAX_CAUSE_CHARS:
+            cause = cause[: MAX_CAUSE_CHARS - 1] + "…"
+        calls = f"{a.evidence.failures}/{a.evidence.calls} failed" if a.evidence.calls else "-"
+        retry = _span(a.retry_after_seconds) if a.retry_after_seconds else "-"
+        state = _STATE.get(a.state, str(a.state)) + ("" if a.enforced else " (shadow)")
+        tool = a.tool + (f" [turn {a.turn}]" if a.turn else "")
+        rows.append(
+            (
+                _SCOPE.get(a.scope, "?"),
+                a.server or "-",
+                tool or "*",
+                state,
+                _ago(a.evidence.since_unix_nano, now_s),
+                calls,
+                retry,
+                cause or "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    return "\n".join(lines) + f"\n\n{len(shown)} advisories in force.\n"
+
+
+def status(target: str, *, token: str | None, ca_file: str | None) -> str:
+    response = fetch(target, token=token, ca_file=ca_file)
+    return render(response.advisories, time.time())
