@@ -340,6 +340,7 @@ def parse_args() -> argparse.Namespace:
 
 def start_pipeline(workdir: Path, children: ExitStack, settings: list[str]) -> Pipeline:
     null_port, serve_port, metrics_port = free_port(), free_port(), free_port()
+    advisory_port = free_port()
     null_argv = [sys.executable, str(BENCH / "null_receiver.py"), "--port", str(null_port)]
     null = start("null-receiver", null_argv, workdir)
     children.callback(stop, null)
@@ -350,6 +351,10 @@ def start_pipeline(workdir: Path, children: ExitStack, settings: list[str]) -> P
         "receivers.http.enabled=false",
         f"telemetry.metrics_endpoint={LOOPBACK}:{metrics_port}",
         f"forward.endpoint={LOOPBACK}:{null_port}",
+        # The advisory port runs as it does in production (nobody subscribes here); a
+        # token keeps it from warning that it is open to anyone.
+        f"advisories.endpoint={LOOPBACK}:{advisory_port}",
+        "advisories.tokens=bench-token=bench",
         *settings,
     ):
         serve_argv += ["--set", setting]

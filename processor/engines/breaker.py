@@ -75,6 +75,8 @@ class CallDecision:
     stale_roster: bool = False
     # The within-turn block this call's failure opened: later calls it covers are dead.
     opened_block: Block | None = None
+    # The scope of the half-open circuit that let this call through as its probe, if any.
+    probe: Scope | None = None
 
 
 class Breaker:
@@ -109,6 +111,7 @@ class Breaker:
         elif state in BLOCKING:
             permit = Permit.DENY
         dead_across = call.outcome is not Outcome.NEUTRAL and permit is Permit.DENY
+        probe = governing.key.scope if permit is Permit.PROBE else None
         rule = None
         if dead_across or state is not State.CLOSED:
             rule = Rule.SERVER if governing.key.scope is Scope.SERVER else Rule.TOOL
@@ -119,7 +122,7 @@ class Breaker:
         turn = self.turns.observe(call)
         transitions += self._record(call, server_key, tool_key)
         if turn.dead_call and turn.block is not None:
-            return self._decide(call, turn.block, transitions)
+            return self._decide(call, turn.block, transitions, probe)
         opened = turn.block  # not dead: a block, if any, was opened by this failure
         return CallDecision(
             call=call,
@@ -136,9 +139,12 @@ class Breaker:
             else "",
             transitions=tuple(transitions),
             opened_block=opened,
+            probe=probe,
         )
 
-    def _decide(self, call: ToolCall, block: Block, transitions: list[Transition]) -> CallDecision:
+    def _decide(
+        self, call: ToolCall, block: Block, transitions: list[Transition], probe: Scope | None
+    ) -> CallDecision:
         rule = Rule.TURN_TOOL if block.scope is TurnScope.TOOL else Rule.TURN_CALL
         return CallDecision(
             call=call,
@@ -161,6 +167,7 @@ class Breaker:
             ),
             message=turn_message(call, block),
             transitions=tuple(transitions),
+            probe=probe,
         )
 
     def _record(

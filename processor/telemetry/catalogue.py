@@ -225,7 +225,8 @@ SERIES = MetricSpec(
     kind=Kind.GAUGE,
     unit="",
     labels=("metric",),
-    help="Series held for each bounded metric (at most telemetry.max_series_per_metric).",
+    help="Series held for each bounded metric (at most telemetry.max_series_per_metric, "
+    "plus the overflow series).",
     query="max by (metric) (mcp_breaker_metric_series)",
 )
 OVERFLOW = MetricSpec(

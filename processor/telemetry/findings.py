@@ -72,10 +72,10 @@ class FindingMetrics(Collector):
         self._breaker = breaker
         self._pairing = pairing
         self._clock = clock
-        self._tables: dict[MetricSpec, SeriesTable[SeriesValue]]
+        self._tables: dict[str, SeriesTable[SeriesValue]]
         self._tables = {}
         for spec in RECORDED:
-            self._tables[spec] = SeriesTable(
+            self._tables[spec.name] = SeriesTable(
                 _maker(spec), config.max_series_per_metric, config.series_idle_s
             )
         # Closed label sets: plain dictionaries.
@@ -121,10 +121,8 @@ class FindingMetrics(Collector):
             _bump(self._transitions, (*key, transition.trigger.value))
             if transition.trigger in _PROBE_RESULT:
                 _bump(self._probes, (scope, _PROBE_RESULT[transition.trigger]))
-        probed = call.outcome is Outcome.OK or call.outcome is Outcome.FAILED
-        if decision.state == State.HALF_OPEN.value and probed and not decision.dead_call:
-            scope = decision.rule.value if decision.rule else ""
-            _bump(self._probes, (scope, "granted"))
+        if decision.probe is not None:
+            _bump(self._probes, (decision.probe.value, "granted"))
 
     def _roster(self, finding: RosterFinding) -> None:
         now = self._clock()
@@ -163,7 +161,7 @@ class FindingMetrics(Collector):
         )
 
     def _table(self, spec: MetricSpec) -> SeriesTable[SeriesValue]:
-        return self._tables[spec]
+        return self._tables[spec.name]  # by name: hashing a whole spec costs µs
 
     def _add(
         self,
@@ -186,7 +184,8 @@ class FindingMetrics(Collector):
     # -- the scrape -----------------------------------------------------------------------
     def collect(self) -> Iterator[Metric]:
         now = self._clock()
-        for spec, table in self._tables.items():
+        for spec in RECORDED:
+            table = self._tables[spec.name]
             table.expire(now)
             yield _family(spec, table.items())
         yield from self._circuits()
@@ -203,8 +202,8 @@ class FindingMetrics(Collector):
         )
         yield _closed(c.DUPLICATE_SPANS, {(): pairing.duplicate_spans})
         tables = self._tables.items()
-        yield _closed(c.SERIES, {(spec.name,): len(table) for spec, table in tables})
-        yield _closed(c.OVERFLOW, {(spec.name,): table.folded for spec, table in tables})
+        yield _closed(c.SERIES, {(name,): len(table) for name, table in tables})
+        yield _closed(c.OVERFLOW, {(name,): table.folded for name, table in tables})
 
     def _circuits(self) -> Iterator[Metric]:
         breaker, now = self._breaker, self._breaker.latest_s
