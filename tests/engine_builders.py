@@ -59,6 +59,8 @@ def tool_call(
     excerpt: str = "",
     duration_s: float = 2.0,
     model_round: int | None = None,
+    tenant: str = "",
+    harness: str = "",
 ) -> ToolCall:
     """One call that starts ``minute`` minutes into the day and lasts ``duration_s``."""
     if arguments is None:
@@ -82,6 +84,8 @@ def tool_call(
         trace_id=trace_of(turn),
         span_ids=(new_span_id(),),
         dialect=Dialect.HARNESS,
+        tenant=tenant,
+        harness=harness,
     )
 
 

@@ -340,6 +340,22 @@ def test_circuit_state_is_a_stateset_read_at_the_latest_span_time() -> None:
     assert rig.samples(FAILING_SINCE) == []
 
 
+def test_tenants_with_the_same_server_are_separate_circuits_and_series() -> None:
+    rig = Rig()
+    for i in range(3):
+        rig.call(failed(i, TRANSPORT, server="web", turn=f"acme-{i}", tenant="acme"))
+    rig.call(tool_call(3, server="web", turn="globex-1", tenant="globex"))
+    samples = rig.samples(CIRCUIT_STATE)
+    open_by_tenant = {
+        s.labels.get("tenant", ""): s.labels[CIRCUIT_STATE]
+        for s in samples
+        if s.labels["scope"] == "server" and s.value == 1
+    }
+    assert open_by_tenant == {"acme": "open", "globex": "closed"}
+    labelsets = [tuple(sorted(s.labels.items())) for s in samples]
+    assert len(labelsets) == len(set(labelsets))  # no duplicate series in one scrape
+
+
 def test_forced_circuits_read_as_forced() -> None:
     rig = Rig()
     rig.call(tool_call(0, turn="a"))

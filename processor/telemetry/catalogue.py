@@ -111,9 +111,9 @@ CIRCUIT_STATE = MetricSpec(
     name="circuit_state",
     kind=Kind.STATESET,
     unit="",
-    labels=("scope", "key"),
+    labels=("scope", "key", "tenant"),
     help="Each circuit's state, read at scrape time, as of the latest span seen; key is "
-    "the server, or server/tool.",
+    "the server, or server/tool; tenant empty for the default tenant.",
     query='mcp_breaker_circuit_state{mcp_breaker_circuit_state="open"} == 1',
     bounded=True,
 )
@@ -121,7 +121,7 @@ CIRCUIT_FAILING_SINCE = MetricSpec(
     name="circuit_failing_since_timestamp_seconds",
     kind=Kind.GAUGE,
     unit="seconds",
-    labels=("scope", "key"),
+    labels=("scope", "key", "tenant"),
     help="When the failures that opened a circuit began (Unix time); only for circuits not closed.",
     query='time() - mcp_breaker_circuit_failing_since_timestamp_seconds{scope="server"}',
     bounded=True,

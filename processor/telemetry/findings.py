@@ -223,6 +223,8 @@ class FindingMetrics(Collector):
             if index >= cap:
                 continue
             labels = {"scope": scope, "key": label_value(circuit.key.name)}
+            if circuit.key.tenant:  # two tenants may name the same server: never one series
+                labels["tenant"] = label_value(circuit.key.tenant)
             for each in State:
                 states.add_sample(
                     states.name,
