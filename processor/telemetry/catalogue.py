@@ -122,7 +122,8 @@ CIRCUIT_FAILING_SINCE = MetricSpec(
     kind=Kind.GAUGE,
     unit="seconds",
     labels=("scope", "key", "tenant"),
-    help="When the failures that opened a circuit began (Unix time); only for circuits not closed.",
+    help="When the first failure of the streak that opened a circuit ended (Unix time, "
+    "span time); only for circuits open, half-open or forced open.",
     query='time() - mcp_breaker_circuit_failing_since_timestamp_seconds{scope="server"}',
     bounded=True,
 )
