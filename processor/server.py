@@ -81,7 +81,11 @@ class Service:
         self.finding_metrics = FindingMetrics(config.telemetry, self.breaker, classifier.stats)
         self.registry.register(self.finding_metrics)
         self.advisories = (
-            AdvisoryService(config.advisories, self.breaker) if config.advisories.enabled else None
+            AdvisoryService(
+                config.advisories, self.breaker, tool_servers=config.classify.tool_servers
+            )
+            if config.advisories.enabled
+            else None
         )
         consumers: list[Sink] = [self.finding_metrics]
         if self.advisories is not None:

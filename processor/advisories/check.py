@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from processor.advisories.hub import AdvisoryHub
 from processor.advisories.model import Advisory
@@ -37,6 +37,15 @@ class CheckResult:
 ALLOWED = CheckResult(Verdict.ALLOW)
 
 
+@dataclass(slots=True)
+class _Leases:
+    """The probe permits held on one circuit, for the half-open period that follows the
+    open period ending at ``period``: a later half-open period starts with none."""
+
+    period: float
+    held: dict[int, float] = field(default_factory=dict)  # permit -> lease expiry
+
+
 class Checker:
     def __init__(self, hub: AdvisoryHub) -> None:
         self.hub = hub
@@ -44,7 +53,7 @@ class Checker:
         config = self.breaker.config
         self._permits = config.probe_permits
         self._lease_s = config.probe_lease_s
-        self._leases: LruMap[CircuitKey, dict[int, float]] = LruMap(config.max_circuits)
+        self._leases: LruMap[CircuitKey, _Leases] = LruMap(config.max_circuits)
         self._ids = itertools.count(1)
 
     def check(
@@ -56,7 +65,7 @@ class Checker:
         keys = [CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}", tenant)]
         if server:
             keys.insert(0, CircuitKey(Scope.SERVER, server, tenant))
-        probe: CheckResult | None = None
+        half_open: list[tuple[CircuitKey, _Leases]] = []
         for key in keys:
             circuit = self.breaker.circuits.peek(key)
             if circuit is None:
@@ -65,35 +74,50 @@ class Checker:
             if state is not State.HALF_OPEN:
                 self._leases.pop(key)
             if state in (State.OPEN, State.FORCED_OPEN):
-                advisory = self._advisory(key, state)
-                enforced = advisory is None or advisory.enforced
-                return CheckResult(Verdict.DENY if enforced else Verdict.ALLOW, advisory)
+                advisory = self._advisory(key, state, now_s)
+                return CheckResult(self._refusal(advisory), advisory)
             if state is State.HALF_OPEN:
-                result = self._probe(key, now_s)
-                if result.verdict is Verdict.DENY:
-                    return result
-                probe = probe or result
-        return probe or ALLOWED
+                half_open.append((key, self._held(key, circuit.open_until_s, now_s)))
+        # A permit is taken only when the call may go: every half-open circuit it touches
+        # has one free (a caller denied by another circuit holds none).
+        for key, leases in half_open:
+            if len(leases.held) >= self._permits:
+                return self._wait(key, leases, now_s)
+        if not half_open:
+            return ALLOWED
+        permit = next(self._ids)
+        for _, leases in half_open:
+            leases.held[permit] = now_s + self._lease_s
+        return CheckResult(
+            Verdict.PROBE, self._advisory(half_open[0][0], State.HALF_OPEN, now_s), permit
+        )
 
-    def _probe(self, key: CircuitKey, now_s: float) -> CheckResult:
-        leases = self._leases.setdefault(key, dict)
-        for permit, expiry in list(leases.items()):
+    def _held(self, key: CircuitKey, period: float, now_s: float) -> _Leases:
+        leases = self._leases.setdefault(key, lambda: _Leases(period))
+        if leases.period != period:  # the circuit closed or reopened since: a new half-open
+            leases.period = period
+            leases.held.clear()
+        for permit, expiry in list(leases.held.items()):
             if expiry <= now_s:
-                del leases[permit]  # an unanswered probe gives its permit back
-        advisory = self._advisory(key, State.HALF_OPEN)
-        if len(leases) < self._permits:
-            permit = next(self._ids)
-            leases[permit] = now_s + self._lease_s
-            return CheckResult(Verdict.PROBE, advisory, permit)
+                del leases.held[permit]  # an unanswered probe gives its permit back
+        return leases
+
+    def _wait(self, key: CircuitKey, leases: _Leases, now_s: float) -> CheckResult:
+        advisory = self._advisory(key, State.HALF_OPEN, now_s)
         if advisory is not None:
             what = f"`{advisory.tool}`" if advisory.tool else f"MCP server `{advisory.server}`"
             advisory = replace(
                 advisory,
                 message=f"{what} is recovering from failures and another call is testing it "
                 f"now. Do not call it again this turn; answer what you can without it.",
-                retry_after_s=max(0.0, min(leases.values()) - now_s),
+                retry_after_s=max(0.0, min(leases.held.values()) - now_s),
             )
-        return CheckResult(Verdict.DENY, advisory)
+        return CheckResult(self._refusal(advisory), advisory)
 
-    def _advisory(self, key: CircuitKey, state: State) -> Advisory | None:
-        return self.hub.circuit_advisory(key, state=state)
+    @staticmethod
+    def _refusal(advisory: Advisory | None) -> Verdict:
+        """Deny, unless the rule is in shadow mode: then tell, and let the call go."""
+        return Verdict.DENY if advisory is None or advisory.enforced else Verdict.ALLOW
+
+    def _advisory(self, key: CircuitKey, state: State, now_s: float) -> Advisory | None:
+        return self.hub.circuit_advisory(key, state=state, now_s=now_s)

@@ -32,6 +32,7 @@ from processor.engines.circuit import CircuitKey, Scope, State, Transition
 
 Change = tuple[int, Advisory]  # (sequence number, the advisory as it now stands)
 _RULE = {Scope.SERVER: Rule.SERVER, Scope.TOOL: Rule.TOOL}
+_FORCED = (State.FORCED_OPEN, State.FORCED_CLOSED)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,7 +87,9 @@ class AdvisoryHub:
                 enforced=self.breaker.enforced(rule),
                 turn_idle_s=self.breaker.config.turn_idle_s,
             )
-            if advisory is not None:
+            # The first failure's block stands for the rest of the turn, as in the breaker:
+            # a late span must not replace it (its harness decides who may see the id).
+            if advisory is not None and advisory.id not in self._current:
                 advisories.append(advisory)
         harness = decision.call.harness
         return self.publish(
@@ -94,21 +97,31 @@ class AdvisoryHub:
         )
 
     def circuit_advisory(
-        self, key: CircuitKey, *, reason: str = "", state: State | None = None
+        self,
+        key: CircuitKey,
+        *,
+        reason: str = "",
+        state: State | None = None,
+        now_s: float | None = None,
     ) -> Advisory | None:
-        """The advisory for a circuit as it stands (or in ``state``, as a reader sees it)."""
+        """The advisory for a circuit as it stands (or in ``state``, as a reader sees it at
+        ``now_s``: then how long to wait counts from that time)."""
         circuit = self.breaker.circuits.peek(key)
         if circuit is None:
             return None
         evidence = self.breaker.evidence(circuit)
+        state = state or circuit.state
+        # The operator's reason outlives a release on the circuit: it is only why while forced.
+        forced_reason = circuit.forced_reason if state in _FORCED else ""
         return from_circuit(
             circuit,
-            state or circuit.state,
+            state,
             # Why, in the words a person reads: the operator's reason, else the failure class.
-            cause=reason or circuit.forced_reason or evidence.failure_class,
+            cause=reason or forced_reason or evidence.failure_class,
             evidence=evidence,
             enforced=self.breaker.enforced(_RULE[key.scope]),
             half_open_ttl_s=self.config.half_open_ttl_s,
+            now_s=now_s,
         )
 
     def publish(self, advisories: Iterable[Advisory], now_s: float) -> list[Change]:

@@ -84,8 +84,13 @@ def from_circuit(
     enforced: bool,
     half_open_ttl_s: float,
     harness: str = "",
+    now_s: float | None = None,
 ) -> Advisory:
-    """The advisory for a circuit as it now stands (closed ones say it no longer applies)."""
+    """The advisory for a circuit as it now stands (closed ones say it no longer applies).
+
+    ``now_s``: the advisory is read at this time (a Check, an operator), so how long to
+    wait counts from it; without it, from the circuit's latest span, as the evidence does.
+    """
     key = circuit.key
     server, _, tool = key.name.partition("/") if key.scope is Scope.TOOL else (key.name, "", "")
     if server == NO_SERVER:
@@ -99,6 +104,13 @@ def from_circuit(
     elif state in (State.FORCED_OPEN, State.FORCED_CLOSED):
         expires = circuit.forced_until_s
     blocking = state in (State.OPEN, State.FORCED_OPEN)
+    # A released circuit keeps its last reason; it explains only a forced state.
+    forced = state in (State.FORCED_OPEN, State.FORCED_CLOSED)
+    forced_reason = circuit.forced_reason if forced else ""
+    retry_after = evidence.retry_after_s or 0.0
+    if now_s is not None:
+        until = {State.OPEN: circuit.open_until_s, State.FORCED_OPEN: circuit.forced_until_s}
+        retry_after = max(0.0, until[state] - now_s) if state in until else 0.0
     return Advisory(
         id=circuit_id(key.tenant, key.scope, key.name),
         scope=AdvisoryScope(key.scope.value),
@@ -108,8 +120,8 @@ def from_circuit(
         server=server,
         tool=tool,
         cause=cause,
-        message=circuit_message(what, evidence, circuit.forced_reason) if blocking else "",
-        retry_after_s=evidence.retry_after_s or 0.0,
+        message=circuit_message(what, evidence, forced_reason) if blocking else "",
+        retry_after_s=retry_after,
         expires_s=expires,
         evidence=evidence,
         enforced=enforced,

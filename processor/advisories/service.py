@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -26,6 +26,7 @@ from processor.advisories.check import Checker, Verdict
 from processor.advisories.hub import AdvisoryHub, Audience, Change
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from processor.classify.classifier import server_prefix
 from processor.classify.fingerprint import fingerprint
 from processor.config import AdvisoriesConfig
 from processor.engines.breaker import NO_SERVER, Breaker, CallDecision
@@ -91,8 +92,10 @@ class AdvisoryService:
         breaker: Breaker,
         clock: Callable[[], float] = time.time,
         epoch: str | None = None,
+        tool_servers: Mapping[str, str] | None = None,
     ) -> None:
         self.config = config
+        self.tool_servers = dict(tool_servers or {})  # classify.tool_servers
         self.hub = AdvisoryHub(config, breaker, epoch)
         self.checker = Checker(self.hub)
         self.auth = Authenticator(config)
@@ -174,6 +177,8 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
             tenant,
             "resumed" if missed is not None else "snapshot",
         )
+        if not first:  # resumed with nothing missed: say at once that the stream is live
+            first.append(self._heartbeat())
         try:
             for message in first:
                 yield message
@@ -182,10 +187,7 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
                 try:
                     await asyncio.wait_for(subscriber.ready.wait(), heartbeat)
                 except TimeoutError:
-                    at = int(service.clock() * convert.NS)
-                    yield pb.SubscribeResponse(
-                        epoch=hub.epoch, seq=hub.seq, heartbeat=pb.Heartbeat(at_unix_nano=at)
-                    )
+                    yield self._heartbeat()
                     continue
                 subscriber.ready.clear()
                 if subscriber.cut:
@@ -199,6 +201,12 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         finally:
             service.broadcaster.subscribers.discard(subscriber)
 
+    def _heartbeat(self) -> pb.SubscribeResponse:
+        hub, at = self.service.hub, int(self.service.clock() * convert.NS)
+        return pb.SubscribeResponse(
+            epoch=hub.epoch, seq=hub.seq, heartbeat=pb.Heartbeat(at_unix_nano=at)
+        )
+
     async def Check(
         self, request: pb.CheckRequest, context: grpc.aio.ServicerContext
     ) -> pb.CheckResponse:
@@ -206,19 +214,25 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         tenant = await _tenant(service, context)
         for what in ("turn", "server", "tool", "fingerprint", "harness"):
             await _text(context, what, getattr(request, what))
+        # The server as the classifier names it from spans, or nothing would match.
+        server = (
+            request.server
+            or server_prefix(request.tool)
+            or service.tool_servers.get(request.tool, "")
+        )
         print_ = request.fingerprint
         if not print_ and request.arguments_json:
             if len(request.arguments_json) > MAX_ARGUMENTS_JSON_CHARS:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "arguments_json too large")
             try:
                 arguments = json.loads(request.arguments_json)
-            except ValueError:
+            except (ValueError, RecursionError):  # nested too deep is not readable JSON
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "arguments_json is not JSON")
-            print_ = fingerprint(request.server or None, request.tool, arguments)
+            print_ = fingerprint(server or None, request.tool, arguments)
         result = service.checker.check(
             tenant=tenant,
             turn=request.turn,
-            server=request.server,
+            server=server,
             tool=request.tool,
             fingerprint=print_,
             now_s=service.clock(),
@@ -290,7 +304,7 @@ class AdminServicer(pb_grpc.AdminServicer):
             key.tenant,
             request.reason,
         )
-        advisory = service.hub.circuit_advisory(key, reason=request.reason)
+        advisory = service.hub.circuit_advisory(key, reason=request.reason, now_s=now)
         assert advisory is not None
         service.broadcaster.send(service.hub.publish([advisory], now), service.stats)
         return pb.ForceCircuitResponse(advisory=convert.to_wire(advisory))
@@ -308,7 +322,7 @@ class AdminServicer(pb_grpc.AdminServicer):
             return pb.ReleaseCircuitResponse(released=False)
         peer = context.peer()
         log.warning("admin: %s released %s %r: %s", peer, key.scope.value, key.name, reason)
-        advisory = service.hub.circuit_advisory(key, reason=reason)
+        advisory = service.hub.circuit_advisory(key, reason=reason, now_s=now)
         if advisory is not None:
             service.broadcaster.send(service.hub.publish([advisory], now), service.stats)
         return pb.ReleaseCircuitResponse(released=True)

@@ -210,8 +210,8 @@ class Classifier:
         for reading in readings:
             if reading is not None and reading.server:
                 return reading.server
-        prefix, separator, _ = tool.partition(SERVER_SEPARATOR)
-        if separator and prefix:
+        prefix = server_prefix(tool)
+        if prefix:
             return prefix
         for reading in readings:
             if reading is not None and reading.session_id:
@@ -301,6 +301,12 @@ def _resource_text(reading: Reading, key: str) -> str:
 
 
 _OTHER_SIDE = {Side.CLIENT: Side.SERVER, Side.SERVER: Side.CLIENT}
+
+
+def server_prefix(tool: str) -> str | None:
+    """``playwright`` for ``playwright__browser_navigate``: the server__tool convention."""
+    prefix, separator, _ = tool.partition(SERVER_SEPARATOR)
+    return prefix if separator and prefix else None
 
 
 def _linked(reading: Reading) -> bool:

@@ -1,0 +1,27 @@
+"""The harness side of mcp-breaker: heed its advisories before each MCP tool call.
+
+calls.py        server, fingerprint and recorded arguments of a call, as the service sees them
+mirror.py       the advisories in force, kept locally; check() answers in microseconds
+channel.py      the gRPC channel to the advisory port: plaintext, TLS, mutual TLS, token
+subscriber.py   AdvisoryClient: the Subscribe stream into a mirror; check(), check_remote()
+tracing.py      PromptToolSpanProcessor (tool spans exported at once), record_tool_call()
+mcp_adapter.py  BreakerSession: the mcp SDK 2.x ClientSession, refusing what is out
+
+calls, mirror, channel and subscriber need only the service's own dependencies; tracing
+needs ``opentelemetry-sdk`` and mcp_adapter the ``mcp`` SDK too (the ``[mcp]`` extra), so
+they are imported from their modules, not from here.
+"""
+
+from processor.client.channel import TlsConfig
+from processor.client.mirror import CheckResult, Decision, Mirror
+from processor.client.subscriber import AdvisoryClient, ClientConfig, ReconnectPolicy
+
+__all__ = [
+    "AdvisoryClient",
+    "CheckResult",
+    "ClientConfig",
+    "Decision",
+    "Mirror",
+    "ReconnectPolicy",
+    "TlsConfig",
+]
