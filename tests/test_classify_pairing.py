@@ -587,3 +587,58 @@ def test_a_listing_is_never_a_call() -> None:
     """Listings and calls are told apart: a listing span gives no ToolCall."""
     events = FakeClock().classify(harness_listing(FULL_LISTING))
     assert (calls_in(events), len(listings_in(events))) == ([], 1)
+
+
+# --- a harness span with the mcp SDK's own spans nested under it ----------------------------
+
+
+def harness_call(span: int = 10) -> Span:
+    """The harness's own ``mcp.tool.call`` span (e.g. the client library's adapter)."""
+    return make_span(
+        "mcp.tool.call",
+        {
+            "mcp.tool.name": TOOL,
+            "mcp.server.name": "docs",
+            "mcp.tool.outcome": "failed",
+            "mcp.tool.error": "upstream MCP session is closed",
+            "mcp.turn.id": "turn-1",
+        },
+        kind=CLIENT,
+        span=span,
+    )
+
+
+def nested_client_half(span: int = 1, parent: int = 10) -> Span:
+    """The mcp SDK's client span, made inside the harness span's context."""
+    attributes = {"mcp.method.name": "tools/call", "jsonrpc.request.id": "4"}
+    return make_span(
+        f"MCP send tools/call {TOOL}", attributes, kind=CLIENT, span=span, parent=parent
+    )
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ("harness", "sdk", "server"),
+        ("sdk", "harness", "server"),
+        # Limits: a server half decided before its SDK client half links it to the harness
+        # span is a call of its own (the harness's span tells the same call again).
+        ("harness", "server", "sdk"),
+        ("sdk", "server", "harness"),
+    ],
+)
+def test_sdk_spans_nested_under_a_harness_span_are_the_same_call(order: tuple[str, ...]) -> None:
+    spans = {"harness": harness_call(), "sdk": nested_client_half(), "server": server_half()}
+    fake = FakeClock()
+    events: list[Event] = []
+    for name in order:
+        events += fake.classify(spans[name])
+        fake.now += 0.1
+    events += fake.advance(3600.0)
+    calls = calls_in(events)
+    if order.index("server") < max(order.index("sdk"), order.index("harness")):
+        assert len(calls) == 2  # documented in docs/conventions.md
+        return
+    (call,) = calls
+    assert call.dialect.value == "harness" and call.span_ids == (span_id(10),)
+    assert (call.outcome, call.failure_class) == (Outcome.FAILED, FailureClass.TRANSPORT)

@@ -26,6 +26,7 @@ from processor.classify.dialects import (
     read,
 )
 from processor.classify.events import (
+    Dialect,
     Event,
     FailureClass,
     Outcome,
@@ -71,6 +72,7 @@ class PairingStats:
     pending_overflow: int = 0  # a half decided early: too many calls were held
     duplicate_spans: int = 0  # a span exported twice, dropped the second time
     malformed_listings: int = 0  # a listing with counts present but unreadable
+    nested_spans: int = 0  # an SDK client span under a harness call span: counted once
 
 
 @dataclass(slots=True)
@@ -98,6 +100,11 @@ class Classifier:
             self.config.max_pending_calls * 2, self.config.pair_wait_s * 30, timer=self._clock
         )
         self._seen = RecentKeys(self.config.max_seen_spans, self.config.seen_ttl_s)
+        # Harness tool-call spans, and SDK client halves held under a parent span: an SDK
+        # span nested under a harness span is the same call told twice (a harness that
+        # records its own spans while the mcp SDK's instrumentation is on).
+        self._harness_calls = RecentKeys(self.config.max_seen_spans, self.config.seen_ttl_s)
+        self._held_by_parent: dict[tuple[bytes, bytes], _Pending] = {}
         self._sessions: LRUCache[str, str] = LRUCache(self.config.max_sessions)
         self.spans: dict[bytes, Span] = {}  # the MCP spans of the request last classified
         self.stats = PairingStats()
@@ -167,7 +174,14 @@ class Classifier:
             return () if reading.side is Side.SERVER else (self._listing(reading),)
         verdict = judge(reading.signals)
         if reading.side is Side.UNSPECIFIED:
+            if reading.dialect is Dialect.HARNESS:
+                self._absorb_nested(span.trace_id, span.span_id)
             return (self._call(reading, None, verdict),)
+        parent = (span.trace_id, span.parent_span_id)
+        if reading.side is Side.CLIENT and span.parent_span_id and parent in self._harness_calls:
+            self.stats.nested_spans += 1
+            self._mark_done(_pairing_keys(reading, Side.SERVER))
+            return ()  # the harness's own span already tells this call
         offered = _pairing_keys(reading, reading.side)
         sought = _pairing_keys(reading, _OTHER_SIDE[reading.side])
         partner = next((self._by_key[k] for k in sought if k in self._by_key), None)
@@ -190,13 +204,29 @@ class Classifier:
         self._held[id(pending)] = pending
         for key in offered:
             self._by_key[key] = pending
+        if reading.side is Side.CLIENT and span.parent_span_id:
+            self._held_by_parent[parent] = pending
         return ()
+
+    def _absorb_nested(self, trace_id: bytes, span_id: bytes) -> None:
+        """A harness call span arrived: an SDK client half already held under it is the
+        same call, so it is dropped, and its server half with it when that comes."""
+        self._harness_calls.add((trace_id, span_id), self._now)
+        nested = self._held_by_parent.pop((trace_id, span_id), None)
+        if nested is not None and id(nested) in self._held:
+            self.stats.nested_spans += 1
+            self._forget(nested)
+            self._mark_done(nested.sought)
 
     def _forget(self, pending: _Pending) -> None:
         del self._held[id(pending)]
         for key in pending.offered:
             if self._by_key.get(key) is pending:
                 del self._by_key[key]
+        span = pending.reading.span
+        parent = (span.trace_id, span.parent_span_id)
+        if self._held_by_parent.get(parent) is pending:
+            del self._held_by_parent[parent]
 
     def _mark_done(self, keys: Iterable[PairKey]) -> None:
         for key in keys:
