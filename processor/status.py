@@ -107,4 +107,7 @@ def render(advisories: Sequence[pb.Advisory], now_s: float) -> str:
 
 def status(target: str, *, token: str | None, ca_file: str | None) -> str:
     response = fetch(target, token=token, ca_file=ca_file)
-    return render(response.advisories, time.time())
+    text = render(response.advisories, time.time())
+    if response.not_shown:
+        text += f"{response.not_shown} more not shown (the least severe).\n"
+    return text

@@ -612,7 +612,8 @@ def test_a_resume_the_service_cannot_honour_resyncs_with_a_snapshot() -> None:
             assert message.WhichOneof("kind") == "snapshot", (epoch_given, after)
             assert message.snapshot.resync
             assert (message.epoch, message.seq) == (epoch, 6)
-            assert list(message.snapshot.advisories) == list(state.advisories)
+            by_id = sorted(state.advisories, key=lambda a: a.id)  # GetState is worst first
+            assert sorted(message.snapshot.advisories, key=lambda a: a.id) == by_id
             stream.cancel()
         # Still held: exactly the changes after 3.
         held = client.subscribe(resume_epoch=epoch, resume_after_seq=3)
@@ -840,3 +841,36 @@ def test_a_resume_with_nothing_missed_hears_at_once_that_the_stream_is_live() ->
         (hello,) = resumed.wait_for(1)
         assert hello.WhichOneof("kind") == "heartbeat" and hello.seq == snapshot.seq
         resumed.cancel()
+
+
+def test_a_large_snapshot_comes_in_parts_and_get_state_says_what_it_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No reply may outgrow a client's receive limit: the snapshot is cut into parts (the
+    first replaces, the last says no more), and GetState shows the worst and counts the rest."""
+    from processor.advisories import service as advisory_service
+
+    monkeypatch.setattr(advisory_service, "MAX_PART_BYTES", 3000)
+    with running() as service:
+        client = Client(port_of(service))
+        send(service, [Call(new_turn()) for _ in range(12)])
+        wait_until(lambda: len(service.service.advisories.hub) >= 12, WAIT_S, "12 blocks")
+        stream = client.subscribe()
+        stream.wait_for(2)
+        wait_until(
+            lambda: any(not m.snapshot.more for m in stream.messages), WAIT_S, "the last part"
+        )
+        parts = [m for m in stream.messages if m.WhichOneof("kind") == "snapshot"]
+        assert len(parts) > 1
+        assert [p.snapshot.first for p in parts] == [True] + [False] * (len(parts) - 1)
+        assert [p.snapshot.more for p in parts] == [True] * (len(parts) - 1) + [False]
+        assert len({p.seq for p in parts}) == 1
+        assert all(p.ByteSize() < 3000 + 1024 for p in parts)
+        ids = [a.id for p in parts for a in p.snapshot.advisories]
+        assert len(ids) == len(set(ids)) == len(service.service.advisories.hub)
+        state = client.state()
+        assert state.not_shown > 0
+        assert len(state.advisories) + state.not_shown == len(ids)
+        servers_first = [a.scope for a in state.advisories]
+        assert servers_first[0] == pb.SCOPE_SERVER  # the open server circuit: worst first
+        stream.cancel()

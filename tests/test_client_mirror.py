@@ -89,6 +89,26 @@ def test_messages_of_the_stream_and_a_heartbeat_does_not_move_the_position() -> 
     assert (len(mirror), mirror.last_seq) == (0, 4)
 
 
+def test_a_snapshot_in_parts_replaces_with_the_first_and_completes_with_the_last() -> None:
+    mirror = Mirror()
+    mirror.replace("e", 2, [advisory("stale")])
+
+    def part(*ids: str, first: bool, more: bool) -> pb.SubscribeResponse:
+        advisories = [advisory(i, turn=i) for i in ids]
+        snapshot = pb.Snapshot(advisories=advisories, first=first, more=more)
+        return pb.SubscribeResponse(epoch="e", seq=9, snapshot=snapshot)
+
+    mirror.apply_message(part("a", "b", first=True, more=True))
+    assert {a.id for a in mirror.advisories()} == {"a", "b"} and not mirror.complete
+    mirror.apply_message(part("c", first=False, more=True))
+    mirror.apply_message(part("d", first=False, more=False))
+    assert {a.id for a in mirror.advisories()} == {"a", "b", "c", "d"} and mirror.complete
+    assert mirror.last_seq == 9
+    # A later snapshot starts over.
+    mirror.apply_message(part("e", first=True, more=False))
+    assert [a.id for a in mirror.advisories()] == ["e"] and mirror.complete
+
+
 def test_each_scope_matches_its_own_calls_only() -> None:
     mirror = Mirror()
     mirror.replace("e", 1, [advisory("turn-tool")])

@@ -24,6 +24,7 @@ from processor.advisories import convert
 from processor.advisories.auth import Authenticator, bearer_token
 from processor.advisories.check import Checker, Verdict
 from processor.advisories.hub import AdvisoryHub, Audience, Change
+from processor.advisories.model import TURN_BLOCKED, Advisory
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.classify.classifier import server_prefix
@@ -39,6 +40,16 @@ MAX_ARGUMENTS_JSON_CHARS = 256 * 1024  # a Check's arguments, before they are fi
 MAX_FILTER_SERVERS = 256
 MAX_NAME_CHARS = 512
 MAX_FORCE_S = 7 * 24 * 3600.0
+# A snapshot or a GetState reply is cut into messages of at most this many bytes, well under
+# gRPC's 4 MiB default receive limit, so any client can read one.
+MAX_PART_BYTES = 1024 * 1024
+PER_ITEM_OVERHEAD_BYTES = 8  # the field tag and length prefix of each advisory
+_SEVERITY = {
+    State.FORCED_OPEN.value: 0,
+    State.OPEN.value: 1,
+    TURN_BLOCKED: 2,
+    State.HALF_OPEN.value: 3,
+}
 _VERDICT = {Verdict.ALLOW: pb.VERDICT_ALLOW, Verdict.DENY: pb.VERDICT_DENY}
 _VERDICT[Verdict.PROBE] = pb.VERDICT_PROBE
 
@@ -48,7 +59,7 @@ class Subscriber:
     audience: Audience
     name: str
     limit: int
-    queue: deque[Change] = field(default_factory=deque)
+    queue: deque[pb.SubscribeResponse] = field(default_factory=deque)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     cut: bool = False
 
@@ -61,25 +72,28 @@ class AdvisoryStats:
 
 
 class Broadcaster:
-    def __init__(self) -> None:
+    def __init__(self, epoch: str) -> None:
+        self.epoch = epoch
         self.subscribers: set[Subscriber] = set()
 
     def send(self, changes: Sequence[Change], stats: AdvisoryStats) -> None:
         if not changes:
             return
         stats.changes += len(changes)
+        # One wire message per change, shared by every subscriber that may see it.
+        messages = [(advisory, _change(self.epoch, (seq, advisory))) for seq, advisory in changes]
         for subscriber in self.subscribers:
             if subscriber.cut:
                 continue
-            for change in changes:
-                if not subscriber.audience.sees(change[1]):
+            for advisory, message in messages:
+                if not subscriber.audience.sees(advisory):
                     continue
                 if len(subscriber.queue) >= subscriber.limit:
                     subscriber.cut = True  # it will resync; others are not held up
                     subscriber.queue.clear()
                     stats.cut_off += 1
                     break
-                subscriber.queue.append(change)
+                subscriber.queue.append(message)
             subscriber.ready.set()
 
 
@@ -99,7 +113,7 @@ class AdvisoryService:
         self.hub = AdvisoryHub(config, breaker, epoch)
         self.checker = Checker(self.hub)
         self.auth = Authenticator(config)
-        self.broadcaster = Broadcaster()
+        self.broadcaster = Broadcaster(self.hub.epoch)
         self.stats = AdvisoryStats()
         self.clock = clock
 
@@ -163,11 +177,15 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         )
         first: list[pb.SubscribeResponse] = []
         if missed is None:
-            snapshot = pb.Snapshot(
-                advisories=[convert.to_wire(a) for a in hub.snapshot(audience)],
-                resync=bool(request.resume_epoch),
-            )
-            first.append(pb.SubscribeResponse(epoch=hub.epoch, seq=hub.seq, snapshot=snapshot))
+            parts = _parts([convert.to_wire(a) for a in hub.snapshot(audience)])
+            for index, part in enumerate(parts):
+                snapshot = pb.Snapshot(
+                    advisories=part,
+                    resync=bool(request.resume_epoch),
+                    first=index == 0,
+                    more=index < len(parts) - 1,
+                )
+                first.append(pb.SubscribeResponse(epoch=hub.epoch, seq=hub.seq, snapshot=snapshot))
         else:
             first.extend(_change(hub.epoch, change) for change in missed)
         service.broadcaster.subscribers.add(subscriber)
@@ -197,7 +215,7 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
                         "subscriber fell behind; resubscribe to resync",
                     )
                 while subscriber.queue:
-                    yield _change(hub.epoch, subscriber.queue.popleft())
+                    yield subscriber.queue.popleft()
         finally:
             service.broadcaster.subscribers.discard(subscriber)
 
@@ -250,10 +268,13 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         service = self.service
         tenant = await _tenant(service, context)
         audience = Audience(tenant=tenant, servers=frozenset(request.servers))
+        in_force = sorted(service.hub.snapshot(audience), key=_worst_first)
+        shown = _parts([convert.to_wire(a) for a in in_force])[0]
         return pb.GetStateResponse(
-            advisories=[convert.to_wire(a) for a in service.hub.snapshot(audience)],
+            advisories=shown,
             epoch=service.hub.epoch,
             seq=service.hub.seq,
+            not_shown=len(in_force) - len(shown),
         )
 
 
@@ -332,6 +353,24 @@ def _key(server: str, tool: str, tenant: str) -> CircuitKey:
     if tool:
         return CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}", tenant)
     return CircuitKey(Scope.SERVER, server, tenant)
+
+
+def _parts(advisories: list[pb.Advisory]) -> list[list[pb.Advisory]]:
+    """Advisories cut into runs of at most MAX_PART_BYTES encoded (at least one run)."""
+    parts: list[list[pb.Advisory]] = [[]]
+    size = 0
+    for advisory in advisories:
+        encoded = advisory.ByteSize() + PER_ITEM_OVERHEAD_BYTES
+        if parts[-1] and size + encoded > MAX_PART_BYTES:
+            parts.append([])
+            size = 0
+        parts[-1].append(advisory)
+        size += encoded
+    return parts
+
+
+def _worst_first(advisory: Advisory) -> tuple[int, str]:
+    return (_SEVERITY.get(advisory.state, len(_SEVERITY)), advisory.id)
 
 
 def _change(epoch: str, change: Change) -> pb.SubscribeResponse:

@@ -124,6 +124,7 @@ class Mirror:
         # Turn -> how many SCOPE_TURN_CALL advisories it has: the fingerprint (a hash of
         # the arguments) is only computed for a call whose turn has one.
         self._call_turns: dict[str, int] = {}
+        self._in_snapshot = False  # parts of a snapshot still to come
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -145,6 +146,11 @@ class Mirror:
                 self._put(advisory)
         self.epoch, self.last_seq = epoch, seq
 
+    @property
+    def complete(self) -> bool:
+        """False while the parts of a snapshot are still arriving."""
+        return not self._in_snapshot
+
     def apply(self, epoch: str, seq: int, advisory: pb.Advisory) -> None:
         """A change: it replaces the advisory with its id; a closed one is removed."""
         if advisory.state == pb.STATE_CLOSED:
@@ -161,7 +167,16 @@ class Mirror:
         """
         kind = message.WhichOneof("kind")
         if kind == "snapshot":
-            self.replace(message.epoch, message.seq, message.snapshot.advisories)
+            snapshot = message.snapshot
+            # A snapshot in parts: the first replaces, the rest add. (A service that sends
+            # one part sets neither flag, or first without more.)
+            if snapshot.first or not self._in_snapshot:
+                self.replace(message.epoch, message.seq, snapshot.advisories)
+            else:
+                for advisory in snapshot.advisories:
+                    if advisory.state != pb.STATE_CLOSED:
+                        self._put(advisory)
+            self._in_snapshot = snapshot.more
         elif kind == "change":
             self.apply(message.epoch, message.seq, message.change)
         return kind or "unknown"

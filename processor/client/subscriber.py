@@ -363,7 +363,7 @@ class AdvisoryClient:
                     kind = self._mirror.apply_message(message)
                     self._count(kind, message, first=not delivered, resuming=resuming)
                     self._last_message_at = time.monotonic()
-                    self._synced = True
+                    self._synced = self._mirror.complete
                     self._changed.notify_all()
                 delivered = True
             return delivered, None

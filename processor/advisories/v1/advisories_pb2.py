@@ -25,19 +25,19 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmcp_breaker/v1/advisories.proto\x12\x0emcp_breaker.v1\"\x8f\x01\n\x08\x45vidence\x12\r\n\x05\x63\x61lls\x18\x01 \x01(\r\x12\x10\n\x08\x66\x61ilures\x18\x02 \x01(\r\x12\x17\n\x0fsince_unix_nano\x18\x03 \x01(\x03\x12\x10\n\x08trace_id\x18\x04 \x01(\x0c\x12\x0f\n\x07span_id\x18\x05 \x01(\x0c\x12\x15\n\rfailure_class\x18\x06 \x01(\t\x12\x0f\n\x07\x65xcerpt\x18\x07 \x01(\t\"\xe7\x02\n\x08\x41\x64visory\x12\n\n\x02id\x18\x01 \x01(\t\x12$\n\x05scope\x18\x02 \x01(\x0e\x32\x15.mcp_breaker.v1.Scope\x12\x0b\n\x03key\x18\x03 \x01(\t\x12$\n\x05state\x18\x04 \x01(\x0e\x32\x15.mcp_breaker.v1.State\x12\x0e\n\x06server\x18\x05 \x01(\t\x12\x0c\n\x04tool\x18\x06 \x01(\t\x12\x0c\n\x04turn\x18\x07 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x08 \x01(\t\x12\r\n\x05\x63\x61use\x18\t \x01(\t\x12\x0f\n\x07message\x18\n \x01(\t\x12\x1b\n\x13retry_after_seconds\x18\x0b \x01(\x01\x12\x19\n\x11\x65xpires_unix_nano\x18\x0c \x01(\x03\x12*\n\x08\x65vidence\x18\r \x01(\x0b\x32\x18.mcp_breaker.v1.Evidence\x12\x10\n\x08\x65nforced\x18\x0e \x01(\x08\x12\x0e\n\x06tenant\x18\x0f \x01(\t\x12\x0f\n\x07harness\x18\x10 \x01(\t\"}\n\x10SubscribeRequest\x12\x0f\n\x07servers\x18\x01 \x03(\t\x12\x0f\n\x07harness\x18\x02 \x01(\t\x12\x14\n\x0cresume_epoch\x18\x03 \x01(\t\x12\x18\n\x10resume_after_seq\x18\x04 \x01(\x04\x12\x17\n\x0fsubscriber_name\x18\x05 \x01(\t\"H\n\x08Snapshot\x12,\n\nadvisories\x18\x01 \x03(\x0b\x32\x18.mcp_breaker.v1.Advisory\x12\x0e\n\x06resync\x18\x02 \x01(\x08\"!\n\tHeartbeat\x12\x14\n\x0c\x61t_unix_nano\x18\x01 \x01(\x03\"\xc1\x01\n\x11SubscribeResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12,\n\x08snapshot\x18\x03 \x01(\x0b\x32\x18.mcp_breaker.v1.SnapshotH\x00\x12*\n\x06\x63hange\x18\x04 \x01(\x0b\x32\x18.mcp_breaker.v1.AdvisoryH\x00\x12.\n\theartbeat\x18\x05 \x01(\x0b\x32\x19.mcp_breaker.v1.HeartbeatH\x00\x42\x06\n\x04kind\"x\n\x0c\x43heckRequest\x12\x0c\n\x04turn\x18\x01 \x01(\t\x12\x0e\n\x06server\x18\x02 \x01(\t\x12\x0c\n\x04tool\x18\x03 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x04 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x05 \x01(\t\x12\x0f\n\x07harness\x18\x06 \x01(\t\"{\n\rCheckResponse\x12(\n\x07verdict\x18\x01 \x01(\x0e\x32\x17.mcp_breaker.v1.Verdict\x12*\n\x08\x61\x64visory\x18\x02 \x01(\x0b\x32\x18.mcp_breaker.v1.Advisory\x12\x14\n\x0cprobe_permit\x18\x03 \x01(\x04\"\"\n\x0fGetStateRequest\x12\x0f\n\x07servers\x18\x01 \x03(\t\"\\\n\x10GetStateResponse\x12,\n\nadvisories\x18\x01 \x03(\x0b\x32\x18.mcp_breaker.v1.Advisory\x12\r\n\x05\x65poch\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x04\"{\n\x13\x46orceCircuitRequest\x12\x0e\n\x06server\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x0c\n\x04open\x18\x03 \x01(\x08\x12\x18\n\x10\x64uration_seconds\x18\x04 \x01(\x01\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0e\n\x06tenant\x18\x06 \x01(\t\"B\n\x14\x46orceCircuitResponse\x12*\n\x08\x61\x64visory\x18\x01 \x01(\x0b\x32\x18.mcp_breaker.v1.Advisory\"U\n\x15ReleaseCircuitRequest\x12\x0e\n\x06server\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0e\n\x06tenant\x18\x04 \x01(\t\"*\n\x16ReleaseCircuitResponse\x12\x10\n\x08released\x18\x01 \x01(\x08*j\n\x05Scope\x12\x15\n\x11SCOPE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSCOPE_SERVER\x10\x01\x12\x0e\n\nSCOPE_TOOL\x10\x02\x12\x13\n\x0fSCOPE_TURN_TOOL\x10\x03\x12\x13\n\x0fSCOPE_TURN_CALL\x10\x04*\x9d\x01\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSTATE_CLOSED\x10\x01\x12\x0e\n\nSTATE_OPEN\x10\x02\x12\x13\n\x0fSTATE_HALF_OPEN\x10\x03\x12\x15\n\x11STATE_FORCED_OPEN\x10\x04\x12\x17\n\x13STATE_FORCED_CLOSED\x10\x05\x12\x16\n\x12STATE_TURN_BLOCKED\x10\x06*Z\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x11\n\rVERDICT_ALLOW\x10\x01\x12\x10\n\x0cVERDICT_DENY\x10\x02\x12\x11\n\rVERDICT_PROBE\x10\x03\x32\xf5\x01\n\nAdvisories\x12R\n\tSubscribe\x12 .mcp_breaker.v1.SubscribeRequest\x1a!.mcp_breaker.v1.SubscribeResponse0\x01\x12\x44\n\x05\x43heck\x12\x1c.mcp_breaker.v1.CheckRequest\x1a\x1d.mcp_breaker.v1.CheckResponse\x12M\n\x08GetState\x12\x1f.mcp_breaker.v1.GetStateRequest\x1a .mcp_breaker.v1.GetStateResponse2\xc3\x01\n\x05\x41\x64min\x12Y\n\x0c\x46orceCircuit\x12#.mcp_breaker.v1.ForceCircuitRequest\x1a$.mcp_breaker.v1.ForceCircuitResponse\x12_\n\x0eReleaseCircuit\x12%.mcp_breaker.v1.ReleaseCircuitRequest\x1a&.mcp_breaker.v1.ReleaseCircuitResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmcp_breaker/v1/advisories.proto\x12\x0emcp_breaker.v1\"\x8f\x01\n\x08\x45vidence\x12\r\n\x05\x63\x61lls\x18\x01 \x01(\r\x12\x10\n\x08\x66\x61ilures\x18\x02 \x01(\r\x12\x17\n\x0fsince_unix_nano\x18\x03 \x01(\x03\x12\x10\n\x08trace_id\x18\x04 \x01(\x0c\x12\x0f\n\x07span_id\x18\x05 \x01(\x0c\x12\x15\n\rfailure_class\x18\x06 \x01(\t\x12\x0f\n\x07\x65xcerpt\x18\x07 \x01(\t\"\xe7\x02\n\x08\x41\x64visory\x12\n\n\x02id\x18\x01 \x01(\t\x12$\n\x05scope\x18\x02 \x01(\x0e\x32\x15.mcp_breaker.v1.Scope\x12\x0b\n\x03key\x18\x03 \x01(\t\x12$\n\x05state\x18\x04 \x01(\x0e\x32\x15.mcp_breaker.v1.State\x12\x0e\n\x06server\x18\x05 \x01(\t\x12\x0c\n\x04tool\x18\x06 \x01(\t\x12\x0c\n\x04turn\x18\x07 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x08 \x01(\t\x12\r\n\x05\x63\x61use\x18\t \x01(\t\x12\x0f\n\x07message\x18\n \x01(\t\x12\x1b\n\x13retry_after_seconds\x18\x0b \x01(\x01\x12\x19\n\x11\x65xpires_unix_nano\x18\x0c \x01(\x03\x12*\n\x08\x65vidence\x18\r \x01(\x0b\x32\x18.mcp_breaker.v1.Evidence\x12\x10\n\x08\x65nforced\x18\x0e \x01(\x08\x12\x0e\n\x06tenant\x18\x0f \x01(\t\x12\x0f\n\x07harness\x18\x10 \x01(\t\"}\n\x10SubscribeRequest\x12\x0f\n\x07servers\x18\x01 \x03(\t\x12\x0f\n\x07harness\x18\x02 \x01(\t\x12\x14\n\x0cresume_epoch\x18\x03 \x01(\t\x12\x18\n\x10resume_after_seq\x18\x04 \x01(\x04\x12\x17\n\x0fsubscriber_name\x18\x05 \x01(\t\"e\n\x08Snapshot\x12,\n\nadvisories\x18\x01 \x03(\x0b\x32\x18.mcp_breaker.v1.Advisory\x12\x0e\n\x06resync\x18\x02 \x01(\x08\x12\x0c\n\x04more\x18\x03 \x01(\x08\x12\r\n\x05\x66irst\x18\x04 \x01(\x08\"!\n\tHeartbeat\x12\x14\n\x0c\x61t_unix_nano\x18\x01 \x01(\x03\"\xc1\x01\n\x11SubscribeResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12,\n\x08snapshot\x18\x03 \x01(\x0b\x32\x18.mcp_breaker.v1.SnapshotH\x00\x12*\n\x06\x63hange\x18\x04 \x01(\x0b\x32\x18.mcp_breaker.v1.AdvisoryH\x00\x12.\n\theartbeat\x18\x05 \x01(\x0b\x32\x19.mcp_breaker.v1.HeartbeatH\x00\x42\x06\n\x04kind\"x\n\x0c\x43heckRequest\x12\x0c\n\x04turn\x18\x01 \x01(\t\x12\x0e\n\x06server\x18\x02 \x01(\t\x12\x0c\n\x04tool\x18\x03 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x04 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x05 \x01(\t\x12\x0f\n\x07harness\x18\x06 \x01(\t\"{\n\rCheckResponse\x12(\n\x07verdict\x18\x01 \x01(\x0e\x32\x17.mcp_breaker.v1.Verdict\x12*\n\x08\x61\x64visory\x18\x02 \x01(\x0b\x32\x18.mcp_breaker.v1.Advisory\x12\x14\n\x0cprobe_permit\x18\x03 \x01(\x04\"\"\n\x0fGetStateRequest\x12\x0f\n\x07servers\x18\x01 \x03(\t\"o\n\x10GetStateResponse\x12,\n\nadvisories\x18\x01 \x03(\x0b\x32\x18.mcp_breaker.v1.Advisory\x12\r\n\x05\x65poch\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12\x11\n\tnot_shown\x18\x04 \x01(\r\"{\n\x13\x46orceCircuitRequest\x12\x0e\n\x06server\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x0c\n\x04open\x18\x03 \x01(\x08\x12\x18\n\x10\x64uration_seconds\x18\x04 \x01(\x01\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0e\n\x06tenant\x18\x06 \x01(\t\"B\n\x14\x46orceCircuitResponse\x12*\n\x08\x61\x64visory\x18\x01 \x01(\x0b\x32\x18.mcp_breaker.v1.Advisory\"U\n\x15ReleaseCircuitRequest\x12\x0e\n\x06server\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0e\n\x06tenant\x18\x04 \x01(\t\"*\n\x16ReleaseCircuitResponse\x12\x10\n\x08released\x18\x01 \x01(\x08*j\n\x05Scope\x12\x15\n\x11SCOPE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSCOPE_SERVER\x10\x01\x12\x0e\n\nSCOPE_TOOL\x10\x02\x12\x13\n\x0fSCOPE_TURN_TOOL\x10\x03\x12\x13\n\x0fSCOPE_TURN_CALL\x10\x04*\x9d\x01\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSTATE_CLOSED\x10\x01\x12\x0e\n\nSTATE_OPEN\x10\x02\x12\x13\n\x0fSTATE_HALF_OPEN\x10\x03\x12\x15\n\x11STATE_FORCED_OPEN\x10\x04\x12\x17\n\x13STATE_FORCED_CLOSED\x10\x05\x12\x16\n\x12STATE_TURN_BLOCKED\x10\x06*Z\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x11\n\rVERDICT_ALLOW\x10\x01\x12\x10\n\x0cVERDICT_DENY\x10\x02\x12\x11\n\rVERDICT_PROBE\x10\x03\x32\xf5\x01\n\nAdvisories\x12R\n\tSubscribe\x12 .mcp_breaker.v1.SubscribeRequest\x1a!.mcp_breaker.v1.SubscribeResponse0\x01\x12\x44\n\x05\x43heck\x12\x1c.mcp_breaker.v1.CheckRequest\x1a\x1d.mcp_breaker.v1.CheckResponse\x12M\n\x08GetState\x12\x1f.mcp_breaker.v1.GetStateRequest\x1a .mcp_breaker.v1.GetStateResponse2\xc3\x01\n\x05\x41\x64min\x12Y\n\x0c\x46orceCircuit\x12#.mcp_breaker.v1.ForceCircuitRequest\x1a$.mcp_breaker.v1.ForceCircuitResponse\x12_\n\x0eReleaseCircuit\x12%.mcp_breaker.v1.ReleaseCircuitRequest\x1a&.mcp_breaker.v1.ReleaseCircuitResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mcp_breaker.v1.advisories_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SCOPE']._serialized_start=1692
-  _globals['_SCOPE']._serialized_end=1798
-  _globals['_STATE']._serialized_start=1801
-  _globals['_STATE']._serialized_end=1958
-  _globals['_VERDICT']._serialized_start=1960
-  _globals['_VERDICT']._serialized_end=2050
+  _globals['_SCOPE']._serialized_start=1740
+  _globals['_SCOPE']._serialized_end=1846
+  _globals['_STATE']._serialized_start=1849
+  _globals['_STATE']._serialized_end=2006
+  _globals['_VERDICT']._serialized_start=2008
+  _globals['_VERDICT']._serialized_end=2098
   _globals['_EVIDENCE']._serialized_start=52
   _globals['_EVIDENCE']._serialized_end=195
   _globals['_ADVISORY']._serialized_start=198
@@ -45,29 +45,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SUBSCRIBEREQUEST']._serialized_start=559
   _globals['_SUBSCRIBEREQUEST']._serialized_end=684
   _globals['_SNAPSHOT']._serialized_start=686
-  _globals['_SNAPSHOT']._serialized_end=758
-  _globals['_HEARTBEAT']._serialized_start=760
-  _globals['_HEARTBEAT']._serialized_end=793
-  _globals['_SUBSCRIBERESPONSE']._serialized_start=796
-  _globals['_SUBSCRIBERESPONSE']._serialized_end=989
-  _globals['_CHECKREQUEST']._serialized_start=991
-  _globals['_CHECKREQUEST']._serialized_end=1111
-  _globals['_CHECKRESPONSE']._serialized_start=1113
-  _globals['_CHECKRESPONSE']._serialized_end=1236
-  _globals['_GETSTATEREQUEST']._serialized_start=1238
-  _globals['_GETSTATEREQUEST']._serialized_end=1272
-  _globals['_GETSTATERESPONSE']._serialized_start=1274
-  _globals['_GETSTATERESPONSE']._serialized_end=1366
-  _globals['_FORCECIRCUITREQUEST']._serialized_start=1368
-  _globals['_FORCECIRCUITREQUEST']._serialized_end=1491
-  _globals['_FORCECIRCUITRESPONSE']._serialized_start=1493
-  _globals['_FORCECIRCUITRESPONSE']._serialized_end=1559
-  _globals['_RELEASECIRCUITREQUEST']._serialized_start=1561
-  _globals['_RELEASECIRCUITREQUEST']._serialized_end=1646
-  _globals['_RELEASECIRCUITRESPONSE']._serialized_start=1648
-  _globals['_RELEASECIRCUITRESPONSE']._serialized_end=1690
-  _globals['_ADVISORIES']._serialized_start=2053
-  _globals['_ADVISORIES']._serialized_end=2298
-  _globals['_ADMIN']._serialized_start=2301
-  _globals['_ADMIN']._serialized_end=2496
+  _globals['_SNAPSHOT']._serialized_end=787
+  _globals['_HEARTBEAT']._serialized_start=789
+  _globals['_HEARTBEAT']._serialized_end=822
+  _globals['_SUBSCRIBERESPONSE']._serialized_start=825
+  _globals['_SUBSCRIBERESPONSE']._serialized_end=1018
+  _globals['_CHECKREQUEST']._serialized_start=1020
+  _globals['_CHECKREQUEST']._serialized_end=1140
+  _globals['_CHECKRESPONSE']._serialized_start=1142
+  _globals['_CHECKRESPONSE']._serialized_end=1265
+  _globals['_GETSTATEREQUEST']._serialized_start=1267
+  _globals['_GETSTATEREQUEST']._serialized_end=1301
+  _globals['_GETSTATERESPONSE']._serialized_start=1303
+  _globals['_GETSTATERESPONSE']._serialized_end=1414
+  _globals['_FORCECIRCUITREQUEST']._serialized_start=1416
+  _globals['_FORCECIRCUITREQUEST']._serialized_end=1539
+  _globals['_FORCECIRCUITRESPONSE']._serialized_start=1541
+  _globals['_FORCECIRCUITRESPONSE']._serialized_end=1607
+  _globals['_RELEASECIRCUITREQUEST']._serialized_start=1609
+  _globals['_RELEASECIRCUITREQUEST']._serialized_end=1694
+  _globals['_RELEASECIRCUITRESPONSE']._serialized_start=1696
+  _globals['_RELEASECIRCUITRESPONSE']._serialized_end=1738
+  _globals['_ADVISORIES']._serialized_start=2101
+  _globals['_ADVISORIES']._serialized_end=2346
+  _globals['_ADMIN']._serialized_start=2349
+  _globals['_ADMIN']._serialized_end=2544
 # @@protoc_insertion_point(module_scope)

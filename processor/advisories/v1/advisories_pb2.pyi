@@ -118,12 +118,16 @@ class SubscribeRequest(_message.Message):
     def __init__(self, servers: _Optional[_Iterable[str]] = ..., harness: _Optional[str] = ..., resume_epoch: _Optional[str] = ..., resume_after_seq: _Optional[int] = ..., subscriber_name: _Optional[str] = ...) -> None: ...
 
 class Snapshot(_message.Message):
-    __slots__ = ("advisories", "resync")
+    __slots__ = ("advisories", "resync", "more", "first")
     ADVISORIES_FIELD_NUMBER: _ClassVar[int]
     RESYNC_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_FIELD_NUMBER: _ClassVar[int]
     advisories: _containers.RepeatedCompositeFieldContainer[Advisory]
     resync: bool
-    def __init__(self, advisories: _Optional[_Iterable[_Union[Advisory, _Mapping]]] = ..., resync: _Optional[bool] = ...) -> None: ...
+    more: bool
+    first: bool
+    def __init__(self, advisories: _Optional[_Iterable[_Union[Advisory, _Mapping]]] = ..., resync: _Optional[bool] = ..., more: _Optional[bool] = ..., first: _Optional[bool] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("at_unix_nano",)
@@ -178,14 +182,16 @@ class GetStateRequest(_message.Message):
     def __init__(self, servers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetStateResponse(_message.Message):
-    __slots__ = ("advisories", "epoch", "seq")
+    __slots__ = ("advisories", "epoch", "seq", "not_shown")
     ADVISORIES_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    NOT_SHOWN_FIELD_NUMBER: _ClassVar[int]
     advisories: _containers.RepeatedCompositeFieldContainer[Advisory]
     epoch: str
     seq: int
-    def __init__(self, advisories: _Optional[_Iterable[_Union[Advisory, _Mapping]]] = ..., epoch: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
+    not_shown: int
+    def __init__(self, advisories: _Optional[_Iterable[_Union[Advisory, _Mapping]]] = ..., epoch: _Optional[str] = ..., seq: _Optional[int] = ..., not_shown: _Optional[int] = ...) -> None: ...
 
 class ForceCircuitRequest(_message.Message):
     __slots__ = ("server", "tool", "open", "duration_seconds", "reason", "tenant")
