@@ -198,6 +198,6 @@ def test_with_mcp_breaker_one_call_reaches_the_dead_tool_and_seven_are_refused(
     assert [d.call.round for d in decisions.of_turn(TURN)] == list(ROUNDS)
     for decision in refusals:
         assert decision.call.outcome is Outcome.NEUTRAL
-        assert decision.call.verdict.neutral_reason is NeutralReason.CANCELLED
+        assert decision.call.verdict.neutral_reason is NeutralReason.REFUSED_BY_ADVISORY
         assert not decision.dead_call  # refused by the harness: never made, never dead
         assert decision.call.fingerprint == failure.call.fingerprint

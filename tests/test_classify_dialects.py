@@ -169,6 +169,26 @@ HARNESS_TABLE = [
         id="outcome cancelled is cancelled",
     ),
     pytest.param(
+        harness_call({"mcp.tool.outcome": "cancelled", "mcp.breaker.refused": True}),
+        harness(NEUTRAL, neutral_reason=NeutralReason.REFUSED_BY_ADVISORY),
+        id="a call the harness refused on an advisory is a dead call spared",
+    ),
+    pytest.param(
+        harness_call({"mcp.breaker.refused": True}),
+        harness(NEUTRAL, neutral_reason=NeutralReason.REFUSED_BY_ADVISORY),
+        id="refused on an advisory without an outcome is still neutral",
+    ),
+    pytest.param(
+        harness_call({"mcp.tool.outcome": "failed", "mcp.breaker.refused": True}),
+        harness(FAILED, FailureClass.TOOL_ERROR),
+        id="an explicit failure beats the refused flag: a failure is never hidden",
+    ),
+    pytest.param(
+        harness_call({"mcp.tool.outcome": "cancelled", "mcp.breaker.refused": "true"}),
+        harness(NEUTRAL, neutral_reason=NeutralReason.CANCELLED),
+        id="refused must be a boolean: a string is not read",
+    ),
+    pytest.param(
         harness_call({}),
         harness(UNKNOWN),
         id="no outcome and no other signal is unknown, never guessed",

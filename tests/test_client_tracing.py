@@ -239,7 +239,7 @@ def test_each_outcome_is_read_as_written(
     assert facts == {
         "ok": (Outcome.OK, None, None),
         "failed": (Outcome.FAILED, FailureClass.TRANSPORT, None),
-        "refused": (Outcome.NEUTRAL, None, NeutralReason.CANCELLED),
+        "refused": (Outcome.NEUTRAL, None, NeutralReason.REFUSED_BY_ADVISORY),
         "raised": (Outcome.FAILED, FailureClass.PROTOCOL, None),
         "reset": (Outcome.FAILED, FailureClass.TRANSPORT, None),
         "cancelled": (Outcome.NEUTRAL, None, NeutralReason.CANCELLED),

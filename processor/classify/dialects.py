@@ -21,6 +21,9 @@ CALL_METHOD = "tools/call"
 LIST_METHOD = "tools/list"
 HARNESS_CALL = "mcp.tool.call"
 HARNESS_LIST = "mcp.tools.list"
+# Set by a harness (the client library's adapter) on a call it did not make because an
+# advisory said the tool was out; its outcome is neutral (cancelled) either way.
+REFUSED_ATTRIBUTE = "mcp.breaker.refused"
 SDK_CLIENT_PREFIX = "MCP send "  # the official mcp SDK 2.x client span names
 MCP_SDK_SCOPE = "mcp-python-sdk"  # instrumentation scope names
 FASTMCP_SCOPE = "fastmcp"
@@ -134,6 +137,7 @@ def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
             result_body=result,
             result_text=_text_of(result) if result is not None else "",
             hidden_patterns=patterns,
+            refused_by_advisory=attrs.get(REFUSED_ATTRIBUTE) is True,
         ),
         request_id=span.text("jsonrpc.request.id"),
         session_id=span.text("mcp.session.id"),

@@ -30,6 +30,9 @@ class NeutralReason(enum.StrEnum):
     DECLINED = "declined"  # the user refused permission
     DISMISSED = "dismissed"  # the user dismissed a question
     CANCELLED = "cancelled"  # the harness interrupted the call
+    # The harness did not make the call because an mcp-breaker advisory said the tool was
+    # out (its span says mcp.breaker.refused): a dead call spared.
+    REFUSED_BY_ADVISORY = "refused_by_advisory"
 
 
 class Dialect(enum.StrEnum):

@@ -85,6 +85,7 @@ class Signals:
     result_body: Any = None  # the result's structured content or parsed text
     result_text: str = ""  # the result's first text, for phrases and excerpts
     silence_means_ok: bool = False  # this side reports failures, so no error means ok
+    refused_by_advisory: bool = False  # the harness heeded an advisory and did not call
     hidden_patterns: Sequence[re.Pattern[str]] = field(default_factory=tuple)
 
 
@@ -94,6 +95,8 @@ def judge(signals: Signals) -> Verdict:
     text = " | ".join(t for t in texts if t)
 
     explicit = _explicit(signals.outcome_attribute)
+    if signals.refused_by_advisory and (explicit is None or explicit[0] is Outcome.NEUTRAL):
+        return _verdict(Outcome.NEUTRAL, None, NeutralReason.REFUSED_BY_ADVISORY, text)
     if explicit is not None and explicit[0] is Outcome.NEUTRAL:
         return _verdict(Outcome.NEUTRAL, None, explicit[2], text)
     # A reason is read where failures are recorded: the status, exceptions, and a result

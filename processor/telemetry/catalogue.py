@@ -101,8 +101,10 @@ NEUTRAL_CALLS = MetricSpec(
     kind=Kind.COUNTER,
     unit="",
     labels=(*TOOL, "reason"),
-    help="Calls the user declined or dismissed, or the harness cancelled: not failures.",
-    query="sum by (reason) (rate(mcp_breaker_neutral_calls_total[5m]))",
+    help="Calls the user declined or dismissed, the harness cancelled, or the harness did "
+    "not make because an advisory said the tool was out (refused_by_advisory): not failures.",
+    query="sum by (server, tool) "
+    '(increase(mcp_breaker_neutral_calls_total{reason="refused_by_advisory"}[1h]))',
     bounded=True,
 )
 
