@@ -183,12 +183,6 @@ class Service:
         await server.start()
         self._advisory_server = server
         self.ports["advisories"] = port
-        if advisories.auth.open:
-            log.warning(
-                "advisories: no tokens configured (advisories.tokens): any client that "
-                "reaches port %d can subscribe; admin calls are refused",
-                port,
-            )
 
     async def _start_http(self, name: str, app: web.Application, endpoint: str) -> None:
         sock = _listen(endpoint, name)
@@ -224,6 +218,12 @@ class Service:
                 "mutual TLS" if tls.client_ca_file else "TLS" if tls.cert_file else "plaintext"
             )
             log.info("advisories on port %d (%s)", self.ports["advisories"], security)
+            if self.advisories is not None and self.advisories.auth.open:
+                log.warning(
+                    "advisories: no tokens configured (advisories.tokens): any client that "
+                    "reaches port %d can subscribe; admin calls are refused",
+                    self.ports["advisories"],
+                )
         if self.forwarder is not None:
             log.info(
                 "forwarding to %s over %s (queue: %d spans, %d consumers)",
