@@ -23,6 +23,7 @@ _SCOPE = {
     pb.SCOPE_TOOL: "tool",
     pb.SCOPE_TURN_TOOL: "turn/tool",
     pb.SCOPE_TURN_CALL: "turn/call",
+    pb.SCOPE_TURN_ROSTER: "turn/roster",
 }
 _STATE = {
     pb.STATE_OPEN: "OPEN",
@@ -30,6 +31,7 @@ _STATE = {
     pb.STATE_FORCED_OPEN: "FORCED OPEN",
     pb.STATE_FORCED_CLOSED: "forced closed",
     pb.STATE_TURN_BLOCKED: "blocked (turn)",
+    pb.STATE_ROSTER_COLLAPSED: "roster collapsed",
 }
 # Worst first: what a person must act on comes at the top.
 _ORDER = {pb.STATE_FORCED_OPEN: 0, pb.STATE_OPEN: 1, pb.STATE_HALF_OPEN: 2}

@@ -16,11 +16,18 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from processor.advisories.hub import AdvisoryHub, Audience, Change
-from processor.advisories.model import CLOSED, TURN_BLOCKED, Advisory, AdvisoryScope
-from processor.classify.events import FailureClass, Outcome, ToolCall
+from processor.advisories.model import (
+    CLOSED,
+    ROSTER_COLLAPSED,
+    TURN_BLOCKED,
+    Advisory,
+    AdvisoryScope,
+)
+from processor.classify.events import Dialect, FailureClass, Outcome, ToolCall, ToolListing
 from processor.config import AdvisoriesConfig, BreakerConfig, TurnKey
 from processor.engines.breaker import Breaker
 from processor.engines.circuit import CircuitKey, Scope, State
+from processor.engines.roster import RosterHealth
 from processor.errors import IllegalTransition
 from tests.engine_builders import DAY_S, NS_PER_S, at_s, failed, tool_call
 
@@ -542,3 +549,52 @@ def test_resuming_from_any_point_rebuilds_the_current_snapshot() -> None:
             database=None,
         ),
     )
+
+
+# --- roster collapses -------------------------------------------------------------------------
+
+
+def roster_listing(model_round: int, offered: int, turn: str = "turn-r") -> ToolListing:
+    start_ns = int((DAY_S + 600 + model_round) * NS_PER_S)
+    return ToolListing(
+        turn=turn,
+        round=model_round,
+        server=None,
+        configured=3,
+        registered=offered,
+        offered=offered,
+        start_ns=start_ns,
+        end_ns=start_ns + NS_PER_S // 20,
+        trace_id=b"\x01" * 16,
+        span_ids=(model_round.to_bytes(8, "big"),),
+        dialect=Dialect.HARNESS,
+        harness=HARNESS,
+        tenant="acme",
+    )
+
+
+def test_a_roster_collapse_tells_the_harness_to_relist_until_it_recovers() -> None:
+    hub = hub_for()
+    roster = RosterHealth()
+    now = at_s(10)
+
+    def listed(model_round: int, offered: int) -> list[Change]:
+        return hub.observe_roster(roster.observe(roster_listing(model_round, offered)), now)
+
+    assert listed(1, 86) == [] and listed(2, 86) == []
+    (opened,) = listed(3, 0)
+    advisory = opened[1]
+    assert (advisory.scope, advisory.state) == (AdvisoryScope.TURN_ROSTER, ROSTER_COLLAPSED)
+    assert (advisory.turn, advisory.tenant, advisory.harness) == ("turn-r", "acme", HARNESS)
+    assert not advisory.blocking  # it asks for a re-list; it refuses no call
+    assert "fell from 86 to none in round 3" in advisory.message
+    assert "tools/list" in advisory.message
+    (extended,) = listed(4, 0)
+    assert "rounds 3-4" in extended[1].message and extended[1].id == advisory.id
+    (recovered,) = listed(5, 86)
+    assert recovered[1].state == CLOSED and recovered[1].cause == "recovered at round 5"
+    assert hub.get(advisory.id) is None
+    # Only the harness's own audience (and tenant) sees it.
+    assert Audience(tenant="acme", harness=HARNESS).sees(advisory)
+    assert not Audience(tenant="acme", harness="someone-else").sees(advisory)
+    assert not Audience(tenant="globex").sees(advisory)

@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.client import AdvisoryClient, ClientConfig, Decision, ReconnectPolicy, TlsConfig
 from processor.client.tracing import record_tool_call
-from tests.sdk import export_grpc
+from tests.sdk import RESOURCE, export_grpc
 from tests.support import LOOPBACK, ServiceThread, make_config, wait_until
 
 HARNESS = "subscriber-tests"
@@ -437,3 +437,43 @@ def test_mutual_tls_and_a_bearer_token(
     assert stranger.failure.startswith("UNAUTHENTICATED")
     stranger._reader.join(20)  # it stopped: a retry cannot fix a bad token
     assert not stranger._reader.is_alive() and stranger.stats.connects == 1
+
+
+def test_a_roster_collapse_reaches_the_harness_as_a_request_to_relist(
+    services: Callable[..., ServiceThread], clients: Callable[..., AdvisoryClient]
+) -> None:
+    """The tools offered fell to none mid-turn: the harness hears it (no call is refused),
+    and hears that it is over once a listing offers the tools again."""
+    service = services()
+    client = clients(advisory_port(service), harness=str(RESOURCE.attributes["service.name"]))
+    assert client.wait_until_synced(20)
+    turn = "turn-roster"
+
+    def listings(*rounds: tuple[int, int]) -> list[ReadableSpan]:
+        memory = InMemorySpanExporter()
+        provider = TracerProvider(resource=RESOURCE)
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        tracer = provider.get_tracer("tests.roster")
+        for model_round, offered in rounds:
+            span = tracer.start_span("mcp.tools.list")
+            span.set_attributes(
+                {
+                    "mcp.tools.configured": 12,
+                    "mcp.tools.registered": 12,
+                    "mcp.tools.offered": offered,
+                    "mcp.turn.id": turn,
+                    "mcp.turn.round": model_round,
+                }
+            )
+            span.end()
+        provider.shutdown()
+        return list(memory.get_finished_spans())
+
+    export_grpc(service.grpc_endpoint, listings((1, 86), (3, 86), (5, 0)))
+    wait_until(lambda: client.roster_collapse(turn) is not None, what="the collapse")
+    advisory = client.roster_collapse(turn)
+    assert advisory is not None and advisory.state == pb.STATE_ROSTER_COLLAPSED
+    assert "fell from 86 to none in round 5" in advisory.message
+    assert not refuses(client, turn)  # it asks for a re-list; every call may still go
+    export_grpc(service.grpc_endpoint, listings((7, 86)))
+    wait_until(lambda: client.roster_collapse(turn) is None, what="the recovery")

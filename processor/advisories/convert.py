@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from processor.advisories.model import TURN_BLOCKED, Advisory, AdvisoryScope
+from processor.advisories.model import ROSTER_COLLAPSED, TURN_BLOCKED, Advisory, AdvisoryScope
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.engines.circuit import State
 
@@ -13,6 +13,7 @@ SCOPE_TO_WIRE = {
     AdvisoryScope.TOOL: pb.SCOPE_TOOL,
     AdvisoryScope.TURN_TOOL: pb.SCOPE_TURN_TOOL,
     AdvisoryScope.TURN_CALL: pb.SCOPE_TURN_CALL,
+    AdvisoryScope.TURN_ROSTER: pb.SCOPE_TURN_ROSTER,
 }
 STATE_TO_WIRE = {
     State.CLOSED.value: pb.STATE_CLOSED,
@@ -21,6 +22,7 @@ STATE_TO_WIRE = {
     State.FORCED_OPEN.value: pb.STATE_FORCED_OPEN,
     State.FORCED_CLOSED.value: pb.STATE_FORCED_CLOSED,
     TURN_BLOCKED: pb.STATE_TURN_BLOCKED,
+    ROSTER_COLLAPSED: pb.STATE_ROSTER_COLLAPSED,
 }
 
 

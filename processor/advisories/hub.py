@@ -23,12 +23,14 @@ from processor.advisories.model import (
     Advisory,
     from_block,
     from_circuit,
+    from_collapse,
     turn_call_id,
     turn_tool_id,
 )
 from processor.config import AdvisoriesConfig, Rule
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import CircuitKey, Scope, State, Transition
+from processor.engines.roster import RosterFinding
 
 Change = tuple[int, Advisory]  # (sequence number, the advisory as it now stands)
 _RULE = {Scope.SERVER: Rule.SERVER, Scope.TOOL: Rule.TOOL}
@@ -95,6 +97,19 @@ class AdvisoryHub:
         return self.publish(
             (replace(a, harness=harness) if not a.harness else a for a in advisories), now_s
         )
+
+    def observe_roster(self, finding: RosterFinding, now_s: float) -> list[Change]:
+        """A collapse opened (or extended) tells the harness to re-list; recovery ends it."""
+        collapse = finding.collapse
+        if collapse is None:
+            return []
+        advisory = from_collapse(
+            finding.listing, collapse, turn_idle_s=self.breaker.config.turn_idle_s
+        )
+        known = self._current.get(advisory.id)
+        if known is not None and known.message == advisory.message:
+            return []  # the same collapse seen again: nothing new to say
+        return self.publish([advisory], now_s)
 
     def circuit_advisory(
         self,

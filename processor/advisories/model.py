@@ -12,9 +12,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from processor.classify.events import ToolCall
+from processor.classify.events import ToolCall, ToolListing
 from processor.engines.breaker import NO_SERVER, Evidence, circuit_message, turn_message
 from processor.engines.circuit import Circuit, Scope, State
+from processor.engines.roster import Collapse
 from processor.engines.turns import NS_PER_S, Block, TurnScope
 
 
@@ -23,13 +24,15 @@ class AdvisoryScope(enum.StrEnum):
     TOOL = "tool"
     TURN_TOOL = "turn_tool"
     TURN_CALL = "turn_call"
+    TURN_ROSTER = "turn_roster"
 
 
 TURN_BLOCKED = "turn_blocked"
+ROSTER_COLLAPSED = "roster_collapsed"  # tells the harness to re-list; refuses no call
 CLOSED = State.CLOSED.value
 # States in which the harness must not make the call (half-open asks for a probe permit).
 BLOCKING_STATES = frozenset({State.OPEN.value, State.FORCED_OPEN.value, TURN_BLOCKED})
-TURN_SCOPES = (AdvisoryScope.TURN_TOOL, AdvisoryScope.TURN_CALL)
+TURN_SCOPES = (AdvisoryScope.TURN_TOOL, AdvisoryScope.TURN_CALL, AdvisoryScope.TURN_ROSTER)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +76,10 @@ def turn_tool_id(tenant: str, turn: str, server: str, tool: str) -> str:
 
 def turn_call_id(tenant: str, turn: str, fingerprint: str) -> str:
     return f"{tenant}|turn_call|{turn}|{fingerprint}"
+
+
+def turn_roster_id(tenant: str, turn: str) -> str:
+    return f"{tenant}|turn_roster|{turn}"
 
 
 def from_circuit(
@@ -174,3 +181,40 @@ def from_block(
         enforced=enforced,
         harness=call.harness,
     )
+
+
+def from_collapse(
+    listing: ToolListing, collapse: Collapse, *, turn_idle_s: float, enforced: bool = True
+) -> Advisory:
+    """The harness's roster fell to no tools mid-turn (or, recovered, no longer has).
+
+    The model is about to answer without the tools it had a round ago, and will say they
+    are gone; the harness should list them again before the next model request.
+    """
+    rounds = (
+        f"round {collapse.from_round}"
+        if collapse.from_round == collapse.to_round
+        else f"rounds {collapse.from_round}-{collapse.to_round}"
+    )
+    advisory = Advisory(
+        id=turn_roster_id(listing.tenant, collapse.turn),
+        scope=AdvisoryScope.TURN_ROSTER,
+        key=collapse.turn,
+        state=ROSTER_COLLAPSED,
+        tenant=listing.tenant,
+        server=listing.server or "",
+        turn=collapse.turn,
+        cause="collapse",
+        message=(
+            f"The tools offered in this turn fell from {collapse.offered_before} to none in "
+            f"{rounds}, while their servers are still configured. List the tools again "
+            f"(tools/list) before the next model request; do not tell the user the tools "
+            f"are gone."
+        ),
+        expires_s=listing.end_ns / NS_PER_S + turn_idle_s,
+        enforced=enforced,
+        harness=listing.harness,
+    )
+    if collapse.recovered_round is not None:
+        return advisory.closed(f"recovered at round {collapse.recovered_round}")
+    return advisory

@@ -32,6 +32,7 @@ from processor.classify.fingerprint import fingerprint
 from processor.config import AdvisoriesConfig
 from processor.engines.breaker import NO_SERVER, Breaker, CallDecision
 from processor.engines.circuit import CircuitKey, Scope, State
+from processor.engines.roster import RosterFinding
 from processor.errors import IllegalTransition
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,11 @@ class AdvisoryService:
     def __call__(self, finding: object) -> None:
         if isinstance(finding, CallDecision):
             changes = self.hub.observe(finding, self.clock())
-            self.broadcaster.send(changes, self.stats)
+        elif isinstance(finding, RosterFinding):
+            changes = self.hub.observe_roster(finding, self.clock())
+        else:
+            return
+        self.broadcaster.send(changes, self.stats)
 
     def expire(self) -> None:
         self.broadcaster.send(self.hub.expire(self.clock()), self.stats)

@@ -80,6 +80,8 @@ class AdvisorySource(Protocol):
         timeout_s: float | None = None,
     ) -> CheckResult: ...
 
+    def roster_collapse(self, turn: str) -> pb.Advisory | None: ...
+
 
 class ToolSession(Protocol):
     """The part of ``mcp.ClientSession`` and ``mcp.Client`` that makes tool calls."""
@@ -115,6 +117,14 @@ class BreakerSession:
     def set_turn(self, turn_id: str, round_number: int | None = None) -> None:
         self.turn_id = turn_id
         self.round_number = round_number
+
+    def roster_collapse(self) -> pb.Advisory | None:
+        """The current turn's roster-collapse advisory (a ``pb.Advisory``), if any: the
+        tools offered fell to none mid-turn, so list them again (``list_tools``) before
+        the next model request. None while the roster is fine."""
+        if self.client is None or not self.turn_id:
+            return None
+        return self.client.roster_collapse(self.turn_id)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.session, name)  # everything but call_tool: untouched

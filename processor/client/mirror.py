@@ -125,6 +125,7 @@ class Mirror:
         # the arguments) is only computed for a call whose turn has one.
         self._call_turns: dict[str, int] = {}
         self._in_snapshot = False  # parts of a snapshot still to come
+        self._rosters: dict[str, str] = {}  # turn -> id of its roster-collapse advisory
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -184,6 +185,8 @@ class Mirror:
     def _put(self, advisory: pb.Advisory) -> None:
         self._remove(advisory.id)  # a snapshot listing an id twice: the last one counts
         self._by_id[advisory.id] = advisory
+        if advisory.scope == pb.SCOPE_TURN_ROSTER:
+            self._rosters[advisory.turn] = advisory.id
         key = index_key(advisory)
         if key is not None:
             self._index.setdefault(key, {})[advisory.id] = None
@@ -198,6 +201,8 @@ class Mirror:
         known = self._by_id.pop(advisory_id, None)
         if known is None:
             return
+        if known.scope == pb.SCOPE_TURN_ROSTER and self._rosters.get(known.turn) == advisory_id:
+            del self._rosters[known.turn]
         key = index_key(known)
         if key is None:
             return
@@ -212,6 +217,15 @@ class Mirror:
                 self._call_turns[known.turn] = left
             else:
                 self._call_turns.pop(known.turn, None)
+
+    def roster_collapse(self, turn: str, now_s: float) -> pb.Advisory | None:
+        """The turn's roster collapsed: the harness should list its tools again. It refuses
+        no call, so ``check`` never returns it."""
+        advisory_id = self._rosters.get(turn)
+        advisory = self._by_id.get(advisory_id) if advisory_id else None
+        if advisory is None or _state_at(advisory, int(now_s * NS_PER_S)) is None:
+            return None
+        return advisory
 
     # -- the check --------------------------------------------------------------------------
     def check(

@@ -183,6 +183,13 @@ class AdvisoryClient:
         self._watchdog.start()
 
     # -- what a harness calls ------------------------------------------------------------------
+    def roster_collapse(self, turn: str) -> pb.Advisory | None:
+        """A roster-collapse advisory for the turn: re-list the tools before the next model
+        request (its ``message`` says so); None when the turn's roster is fine."""
+        now_s = self._clock()
+        with self._lock:
+            return self._mirror.roster_collapse(turn, now_s)
+
     def check(
         self,
         turn: str,

@@ -15,6 +15,7 @@ class Scope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCOPE_TOOL: _ClassVar[Scope]
     SCOPE_TURN_TOOL: _ClassVar[Scope]
     SCOPE_TURN_CALL: _ClassVar[Scope]
+    SCOPE_TURN_ROSTER: _ClassVar[Scope]
 
 class State(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -25,6 +26,7 @@ class State(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STATE_FORCED_OPEN: _ClassVar[State]
     STATE_FORCED_CLOSED: _ClassVar[State]
     STATE_TURN_BLOCKED: _ClassVar[State]
+    STATE_ROSTER_COLLAPSED: _ClassVar[State]
 
 class Verdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -37,6 +39,7 @@ SCOPE_SERVER: Scope
 SCOPE_TOOL: Scope
 SCOPE_TURN_TOOL: Scope
 SCOPE_TURN_CALL: Scope
+SCOPE_TURN_ROSTER: Scope
 STATE_UNSPECIFIED: State
 STATE_CLOSED: State
 STATE_OPEN: State
@@ -44,6 +47,7 @@ STATE_HALF_OPEN: State
 STATE_FORCED_OPEN: State
 STATE_FORCED_CLOSED: State
 STATE_TURN_BLOCKED: State
+STATE_ROSTER_COLLAPSED: State
 VERDICT_UNSPECIFIED: Verdict
 VERDICT_ALLOW: Verdict
 VERDICT_DENY: Verdict
