@@ -138,6 +138,7 @@ def _print_config(config: ServiceConfig) -> None:
         f"<redacted {n}>": tenant for n, tenant in enumerate(config.advisories.tokens.values(), 1)
     }
     advisories["admin_tokens"] = ["<redacted>"] * len(config.advisories.admin_tokens)
+    plain["forward"]["headers"] = {name: "<redacted>" for name in config.forward.headers}
     print(yaml.safe_dump(plain, sort_keys=False), end="")
 
 

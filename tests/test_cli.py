@@ -69,3 +69,26 @@ def test_environment_reaches_the_console_script(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "MCP_BREAKER_FORWARD_QUEUE_MAX_SPANS" not in result.stderr  # range, not type, error
     assert "forward.queue.max_spans: must be positive, got -1" in result.stderr
+
+
+def test_secrets_never_reach_the_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    """Tokens and forward headers: print-config shows their shape, errors say where."""
+    secret_settings = [
+        "--set",
+        "advisories.tokens=s3cr3t-token-a=acme,s3cr3t-token-b=globex",
+        "--set",
+        "advisories.admin_tokens=s3cr3t-admin",
+        "--set",
+        "forward.headers=authorization=Bearer s3cr3t-header",
+    ]
+    assert main(["print-config", *secret_settings]) == 0
+    out = capsys.readouterr().out
+    assert "s3cr3t" not in out
+    printed = yaml.safe_load(out)
+    assert sorted(printed["advisories"]["tokens"].values()) == ["acme", "globex"]
+    assert printed["advisories"]["admin_tokens"] == ["<redacted>"]
+    assert printed["forward"]["headers"] == {"authorization": "<redacted>"}
+
+    assert main(["print-config", "--set", "advisories.tokens=s3cr3t-a=acme,s3cr3t-b"]) == 1
+    err = capsys.readouterr().err
+    assert "advisories.tokens: not a valid key=value list" in err and "s3cr3t" not in err

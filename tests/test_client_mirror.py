@@ -100,6 +100,8 @@ def test_a_snapshot_in_parts_replaces_with_the_first_and_completes_with_the_last
 
     mirror.apply_message(part("a", "b", first=True, more=True))
     assert {a.id for a in mirror.advisories()} == {"a", "b"} and not mirror.complete
+    # No position until the snapshot is whole: a stream broken here starts over.
+    assert (mirror.epoch, mirror.last_seq) == ("", 0)
     mirror.apply_message(part("c", first=False, more=True))
     mirror.apply_message(part("d", first=False, more=False))
     assert {a.id for a in mirror.advisories()} == {"a", "b", "c", "d"} and mirror.complete

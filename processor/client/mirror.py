@@ -142,6 +142,7 @@ class Mirror:
         self._by_id.clear()
         self._index.clear()
         self._call_turns.clear()
+        self._rosters.clear()
         for advisory in advisories:
             if advisory.state != pb.STATE_CLOSED:
                 self._put(advisory)
@@ -178,6 +179,12 @@ class Mirror:
                     if advisory.state != pb.STATE_CLOSED:
                         self._put(advisory)
             self._in_snapshot = snapshot.more
+            # The position counts only once the snapshot is whole: a stream that breaks
+            # between its parts must start over, not resume past the parts it never got.
+            if snapshot.more:
+                self.epoch, self.last_seq = "", 0
+            else:
+                self.epoch, self.last_seq = message.epoch, message.seq
         elif kind == "change":
             self.apply(message.epoch, message.seq, message.change)
         return kind or "unknown"

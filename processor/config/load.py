@@ -23,6 +23,10 @@ from processor.config.model import ServiceConfig
 from processor.errors import ConfigError
 
 ENV_PREFIX = "MCP_BREAKER_"
+# Keys whose values are secrets: never quoted in an error message (nor by print-config).
+SECRET_KEYS: frozenset[tuple[str, ...]] = frozenset(
+    {("advisories", "tokens"), ("advisories", "admin_tokens"), ("forward", "headers")}
+)
 
 Leaf = tuple[str, ...]
 
@@ -76,7 +80,10 @@ def load_config(
         try:
             values[key] = _coerce(value, schema[key])
         except (TypeError, ValueError) as exc:
-            problems.append(f"{dotted}: {exc}, got {value!r} (from {origin})")
+            if key in SECRET_KEYS:  # the message would quote the tokens: say where, not what
+                problems.append(f"{dotted}: not a valid {_kind(schema[key])} (from {origin})")
+            else:
+                problems.append(f"{dotted}: {exc}, got {value!r} (from {origin})")
 
     if problems:
         raise ConfigError(problems)
@@ -203,3 +210,8 @@ def _build(cls: type, prefix: Leaf, values: Mapping[Leaf, Any]) -> Any:
         elif key in values:
             kwargs[f.name] = values[key]
     return cls(**kwargs)
+
+
+def _kind(annotation: Any) -> str:
+    origin = typing.get_origin(annotation) or annotation
+    return {dict: "key=value list", tuple: "list"}.get(origin, "value")
