@@ -287,6 +287,18 @@ def test_the_oldest_advisory_is_evicted_with_a_closed_change() -> None:
     assert len(hub) == 2 and hub.get(first.id) is None
 
 
+def test_turn_blocks_are_evicted_before_an_open_circuit_however_old() -> None:
+    """Another tenant's flood of turn blocks must not take back a server that is out: a
+    mirror that lost it would call the dead server again."""
+    hub = hub_for(max_advisories=4)
+    open_web(hub)  # the oldest entries: three turn blocks, then the server circuit
+    assert hub.get(WEB_ID) is not None
+    for i in range(20):
+        feed(hub, transport(20 + i, f"flood-{i}", server=f"s{i}", tenant="other"))
+    assert hub.get(WEB_ID) is not None and hub.get(WEB_ID).state == State.OPEN.value
+    assert len(hub) == 4
+
+
 # --- resuming ---------------------------------------------------------------------------------
 
 

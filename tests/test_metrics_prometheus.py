@@ -268,7 +268,7 @@ def test_promtool_lints_the_scrape_and_openmetrics_carries_the_traces(
             "trace_id": call.trace_id.hex(),
             "span_id": call.span_ids[0].hex(),
         }
-        assert sample.exemplar.value == (call.end_ns - call.start_ns) / 1e9
+        assert sample.exemplar.value == 1.0  # a counter exemplar carries its increment
         assert sample.exemplar.timestamp is not None
         assert float(sample.exemplar.timestamp) == pytest.approx(call.end_ns / 1e9, abs=1e-3)
     # The duration buckets carry them too; the 3-second seed calls land in le="5.0".

@@ -253,7 +253,7 @@ def test_exemplars_carry_the_trace_of_the_call() -> None:
     on_dead = rig.sample(DEAD_CALLS, **tool_labels(rule="server", mode="enforced")).exemplar
     assert on_dead is not None
     assert on_dead.labels == {"trace_id": trace, "span_id": span}
-    assert on_dead.value == 1.5
+    assert on_dead.value == 1.0  # the increment; the duration is on the histogram
     assert on_dead.timestamp == pytest.approx(at_s(3) + 1.5)
 
     ok = tool_labels(outcome="ok")
@@ -476,10 +476,11 @@ def test_offered_tools_is_the_latest_listing() -> None:
     assert rig.value(P + "offered_tools", harness=HARNESS, server="") == 86
     rig.listing(listing(turn="b", configured=2, offered=40))
     assert rig.value(P + "offered_tools", harness=HARNESS, server="") == 40
-    rig.listing(listing(turn="c", configured=2, registered=7))  # no offered: registered
-    assert rig.value(P + "offered_tools", harness=HARNESS, server="") == 7
-    rig.listing(listing(turn="d", configured=2))  # no count at all: the gauge stays
-    assert rig.value(P + "offered_tools", harness=HARNESS, server="") == 7
+    # Registered counts servers, not tools: without an offered count the gauge stays.
+    rig.listing(listing(turn="c", configured=2, registered=7))
+    assert rig.value(P + "offered_tools", harness=HARNESS, server="") == 40
+    rig.listing(listing(turn="d", configured=2))
+    assert rig.value(P + "offered_tools", harness=HARNESS, server="") == 40
 
 
 def collapses(rig: Rig) -> float | None:
@@ -721,3 +722,21 @@ def test_the_classic_text_exposition_parses_back() -> None:
     samples = families[P + "tool_calls"].samples
     assert any(s.labels == {OVERFLOW_LABEL: "true"} for s in samples)
     assert sum(s.value for s in samples) == 3 + 1 + 1 + 5
+
+
+def test_a_span_from_the_future_does_not_move_the_scraped_circuits() -> None:
+    """One span stamped years ahead (a skewed clock, or any sender) must not flip every
+    open circuit to half-open in the scrape: the read is capped at our clock + skew."""
+    rig = Rig()
+    metrics = FindingMetrics(
+        TelemetryConfig(), rig.breaker, rig.pairing, clock=rig.clock, wall=lambda: at_s(4)
+    )
+    registry = CollectorRegistry()
+    registry.register(metrics)
+    open_server(rig)  # open from minute 2 for 300 s
+    rig.call(tool_call(60 * 24 * 365 * 50, server="elsewhere", turn="from-the-future"))
+    assert rig.breaker.latest_s > at_s(60 * 24 * 365)
+    state = registry.get_sample_value(
+        CIRCUIT_STATE, {"scope": "server", "key": "web", CIRCUIT_STATE: "open"}
+    )
+    assert state == 1.0

@@ -151,9 +151,17 @@ class AdvisoryHub:
                 self._current[advisory.id] = advisory
             changes.append(self._append(advisory))
         while len(self._current) > self.config.max_advisories:
-            _, oldest = self._current.popitem(last=False)
-            changes.append(self._append(oldest.closed("evicted")))
+            changes.append(self._append(self._evict().closed("evicted")))
         return changes
+
+    def _evict(self) -> Advisory:
+        """The oldest turn-scoped advisory goes first: a circuit's stands for a whole server
+        or tool across every turn, and taking it back would let mirrors call a dead tool.
+        Circuits are bounded by the breaker; only when nothing else is left does one go."""
+        victim = next((a for a in self._current.values() if a.scope in TURN_SCOPES), None)
+        if victim is None:
+            victim = next(iter(self._current.values()))
+        return self._current.pop(victim.id)
 
     def expire(self, now_s: float) -> list[Change]:
         """Advisories whose time is up: open → half-open; others taken back."""

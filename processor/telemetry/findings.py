@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
@@ -56,6 +57,7 @@ RECORDED = (
     c.STALE_ROSTER,
 )
 PROBE_RESULTS = ("granted", "succeeded", "failed")
+MAX_CLOCK_SKEW_S = 60.0  # span clocks ahead of ours by more than this are not believed
 _PROBE_RESULT = {Trigger.PROBE_SUCCEEDED: "succeeded", Trigger.PROBE_FAILED: "failed"}
 _SEVERITY_ORDER = {State.FORCED_OPEN: 0, State.OPEN: 1, State.HALF_OPEN: 2}  # closed last
 
@@ -67,11 +69,13 @@ class FindingMetrics(Collector):
         breaker: Breaker,
         pairing: PairingStats,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self._config = config
         self._breaker = breaker
         self._pairing = pairing
         self._clock = clock
+        self._wall = wall
         self._tables: dict[str, SeriesTable[SeriesValue]]
         self._tables = {}
         for spec in RECORDED:
@@ -111,7 +115,9 @@ class FindingMetrics(Collector):
         if decision.dead_call:
             rule = decision.rule.value if decision.rule else ""
             labels = (server, tool, rule, "enforced" if decision.enforced else "shadow")
-            self._add(c.DEAD_CALLS, labels, now, exemplar=exemplar)
+            # A counter's exemplar carries the increment (1), not the duration.
+            counted = replace(exemplar, value=1.0) if exemplar is not None else None
+            self._add(c.DEAD_CALLS, labels, now, exemplar=counted)
             self._add(c.DEAD_CALL_SECONDS, labels, now, amount=seconds)
         if decision.stale_roster:
             self._add(c.STALE_ROSTER, (label_value(call.harness), "offered_unknown"), now)
@@ -129,12 +135,9 @@ class FindingMetrics(Collector):
         listing = finding.listing
         harness, server = label_value(listing.harness), label_value(listing.server)
         self._add(c.LISTINGS, (harness, server, finding.state.value), now)
-        offered = next(
-            (n for n in (listing.offered, listing.registered, listing.listed) if n is not None),
-            None,
-        )
-        if offered is not None:
-            self._set(c.OFFERED_TOOLS, (harness, server), offered, now)
+        # Only the offered count is tools; registered and listed count servers.
+        if listing.offered is not None:
+            self._set(c.OFFERED_TOOLS, (harness, server), listing.offered, now)
         collapse = finding.collapse
         if collapse is not None:
             # A collapse already counted may come back longer, at either end: listings of a
@@ -206,7 +209,10 @@ class FindingMetrics(Collector):
         yield _closed(c.OVERFLOW, {(name,): table.folded for name, table in tables})
 
     def _circuits(self) -> Iterator[Metric]:
-        breaker, now = self._breaker, self._breaker.latest_s
+        breaker = self._breaker
+        # As of the latest span, but never past the wall clock (plus skew): one span
+        # stamped in the future must not flip every circuit to half-open in the scrape.
+        now = min(breaker.latest_s, self._wall() + MAX_CLOCK_SKEW_S)
         state_at = breaker.machine.state_at
         read = [(circuit, state_at(circuit, now)) for circuit in breaker.circuits.values()]
         # The circuits that say something first, so the cap never hides an open one.
