@@ -179,6 +179,11 @@ HARNESS_TABLE = [
         id="refused on an advisory without an outcome is still neutral",
     ),
     pytest.param(
+        harness_call({"mcp.tool.outcome": "ok", "mcp.breaker.refused": True}),
+        harness(NEUTRAL, neutral_reason=NeutralReason.REFUSED_BY_ADVISORY),
+        id="a refused call is never a success: it must not close a half-open circuit",
+    ),
+    pytest.param(
         harness_call({"mcp.tool.outcome": "failed", "mcp.breaker.refused": True}),
         harness(FAILED, FailureClass.TOOL_ERROR),
         id="an explicit failure beats the refused flag: a failure is never hidden",

@@ -151,6 +151,16 @@ async def _text(context: grpc.aio.ServicerContext, what: str, value: str) -> str
     return value
 
 
+async def _servers(context: grpc.aio.ServicerContext, servers: Sequence[str]) -> None:
+    """A server filter is bounded in count and in the length of each name."""
+    if len(servers) > MAX_FILTER_SERVERS:
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_FILTER_SERVERS} servers"
+        )
+    for server in servers:
+        await _text(context, "a server name", server)
+
+
 class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
     def __init__(self, service: AdvisoryService) -> None:
         self.service = service
@@ -162,17 +172,16 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         tenant = await _tenant(service, context)
         if len(service.broadcaster.subscribers) >= service.config.max_subscribers:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many subscribers")
-        if len(request.servers) > MAX_FILTER_SERVERS:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_FILTER_SERVERS} servers"
-            )
+        await _servers(context, request.servers)
         audience = Audience(
             tenant=tenant,
             servers=frozenset(request.servers),
             harness=await _text(context, "harness", request.harness),
         )
         hub = service.hub
-        name = request.subscriber_name[:MAX_NAME_CHARS] or context.peer()
+        # Printable only: the name goes into logs, where a newline would forge a line.
+        name = "".join(c for c in request.subscriber_name[:MAX_NAME_CHARS] if c.isprintable())
+        name = name or context.peer()
         subscriber = Subscriber(audience, name, service.config.subscriber_queue)
         # No await between reading the hub and registering: no change can fall between.
         missed = (
@@ -272,6 +281,7 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
     ) -> pb.GetStateResponse:
         service = self.service
         tenant = await _tenant(service, context)
+        await _servers(context, request.servers)
         audience = Audience(tenant=tenant, servers=frozenset(request.servers))
         in_force = sorted(service.hub.snapshot(audience), key=_worst_first)
         shown = _parts([convert.to_wire(a) for a in in_force])[0]
@@ -339,6 +349,8 @@ class AdminServicer(pb_grpc.AdminServicer):
         self, request: pb.ReleaseCircuitRequest, context: grpc.aio.ServicerContext
     ) -> pb.ReleaseCircuitResponse:
         await self._admin(context, "release")
+        for what in ("server", "tool", "reason", "tenant"):
+            await _text(context, what, getattr(request, what))
         service = self.service
         key = _key(request.server, request.tool, request.tenant)
         now = service.clock()

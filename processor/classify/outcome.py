@@ -95,7 +95,8 @@ def judge(signals: Signals) -> Verdict:
     text = " | ".join(t for t in texts if t)
 
     explicit = _explicit(signals.outcome_attribute)
-    if signals.refused_by_advisory and (explicit is None or explicit[0] is Outcome.NEUTRAL):
+    # Refused calls were never made: only a declared failure outranks the flag.
+    if signals.refused_by_advisory and (explicit is None or explicit[0] is not Outcome.FAILED):
         return _verdict(Outcome.NEUTRAL, None, NeutralReason.REFUSED_BY_ADVISORY, text)
     if explicit is not None and explicit[0] is Outcome.NEUTRAL:
         return _verdict(Outcome.NEUTRAL, None, explicit[2], text)
