@@ -82,7 +82,10 @@ class Service:
         self.registry.register(self.finding_metrics)
         self.advisories = (
             AdvisoryService(
-                config.advisories, self.breaker, tool_servers=config.classify.tool_servers
+                config.advisories,
+                self.breaker,
+                tool_servers=config.classify.tool_servers,
+                on_operator=self.finding_metrics.count_transitions,
             )
             if config.advisories.enabled
             else None

@@ -874,3 +874,39 @@ def test_a_large_snapshot_comes_in_parts_and_get_state_says_what_it_left_out(
         servers_first = [a.scope for a in state.advisories]
         assert servers_first[0] == pb.SCOPE_SERVER  # the open server circuit: worst first
         stream.cancel()
+
+
+def test_operator_actions_are_counted_as_transitions_and_a_release_creates_nothing() -> None:
+    force = pb.ForceCircuitRequest(server="db", open=True, duration_seconds=60, reason="maint")
+    release = pb.ReleaseCircuitRequest(server="db", reason="done")
+    with running(ADMIN) as service:
+        admin = Client(port_of(service), ADMIN_TOKEN)
+        registry = service.service.registry
+
+        def moves(reason: str) -> float | None:
+            return registry.get_sample_value(
+                "mcp_breaker_circuit_transitions_total",
+                {
+                    "scope": "server",
+                    "from_state": "closed",
+                    "to_state": "forced_open",
+                    "reason": reason,
+                }
+                if reason == "forced"
+                else {
+                    "scope": "server",
+                    "from_state": "forced_open",
+                    "to_state": "closed",
+                    "reason": reason,
+                },
+            )
+
+        admin.admin.ForceCircuit(force, metadata=admin.metadata, timeout=WAIT_S)
+        assert moves("forced") == 1.0
+        admin.admin.ReleaseCircuit(release, metadata=admin.metadata, timeout=WAIT_S)
+        assert moves("released") == 1.0
+        circuits = service.service.breaker.circuits
+        before = len(circuits)
+        unknown = pb.ReleaseCircuitRequest(server="never-seen", reason="x")
+        answer = admin.admin.ReleaseCircuit(unknown, metadata=admin.metadata, timeout=WAIT_S)
+        assert answer.released is False and len(circuits) == before

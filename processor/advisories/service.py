@@ -31,7 +31,7 @@ from processor.classify.classifier import server_prefix
 from processor.classify.fingerprint import fingerprint
 from processor.config import AdvisoriesConfig
 from processor.engines.breaker import NO_SERVER, Breaker, CallDecision
-from processor.engines.circuit import CircuitKey, Scope, State
+from processor.engines.circuit import CircuitKey, Scope, State, Transition
 from processor.engines.roster import RosterFinding
 from processor.errors import IllegalTransition
 
@@ -108,8 +108,11 @@ class AdvisoryService:
         clock: Callable[[], float] = time.time,
         epoch: str | None = None,
         tool_servers: Mapping[str, str] | None = None,
+        on_operator: Callable[[Sequence[Transition]], None] = lambda moves: None,
     ) -> None:
         self.config = config
+        # Where an operator's force and release are counted (the metrics' transitions).
+        self.on_operator = on_operator
         self.tool_servers = dict(tool_servers or {})  # classify.tool_servers
         self.hub = AdvisoryHub(config, breaker, epoch)
         self.checker = Checker(self.hub)
@@ -325,11 +328,18 @@ class AdminServicer(pb_grpc.AdminServicer):
         target = State.FORCED_OPEN if request.open else State.FORCED_CLOSED
         now = service.clock()
         breaker = service.hub.breaker
+        moves: list[Transition] = []
         try:
-            breaker.force(key, target, now + request.duration_seconds, request.reason, now)
+            moves.append(
+                breaker.force(key, target, now + request.duration_seconds, request.reason, now)
+            )
         except IllegalTransition:  # already forced the same way: renew it
-            breaker.release(key, "renewed by an operator", now)
-            breaker.force(key, target, now + request.duration_seconds, request.reason, now)
+            released = breaker.release(key, "renewed by an operator", now)
+            moves += [released] if released is not None else []
+            moves.append(
+                breaker.force(key, target, now + request.duration_seconds, request.reason, now)
+            )
+        service.on_operator(moves)
         log.warning(
             "admin: %s forced %s %r %s for %.0fs (tenant %r): %s",
             context.peer(),
@@ -358,6 +368,7 @@ class AdminServicer(pb_grpc.AdminServicer):
         transition = service.hub.breaker.release(key, reason, now)
         if transition is None:
             return pb.ReleaseCircuitResponse(released=False)
+        service.on_operator([transition])
         peer = context.peer()
         log.warning("admin: %s released %s %r: %s", peer, key.scope.value, key.name, reason)
         advisory = service.hub.circuit_advisory(key, reason=reason, now_s=now)

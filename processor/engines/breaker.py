@@ -211,7 +211,8 @@ class Breaker:
         return self.machine.force(self._circuit(key), target, until_s, reason, now_s)
 
     def release(self, key: CircuitKey, reason: str, now_s: float) -> Transition | None:
-        return self.machine.release(self._circuit(key), reason, now_s)
+        circuit = self.circuits.peek(key)  # releasing an unknown circuit creates nothing
+        return self.machine.release(circuit, reason, now_s) if circuit is not None else None
 
     # -- reading the state --------------------------------------------------------------
     def blocking(self, server: str | None, tool: str, tenant: str = "") -> bool:

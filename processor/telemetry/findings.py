@@ -24,7 +24,7 @@ from processor.classify.events import FailureClass, Outcome, ToolCall
 from processor.config import TelemetryConfig
 from processor.engines.bounded import LruMap
 from processor.engines.breaker import Breaker, CallDecision
-from processor.engines.circuit import State, Trigger
+from processor.engines.circuit import State, Transition, Trigger
 from processor.engines.roster import RosterFinding
 from processor.engines.turns import NS_PER_S
 from processor.telemetry import catalogue as c
@@ -121,14 +121,18 @@ class FindingMetrics(Collector):
             self._add(c.DEAD_CALL_SECONDS, labels, now, amount=seconds)
         if decision.stale_roster:
             self._add(c.STALE_ROSTER, (label_value(call.harness), "offered_unknown"), now)
-        for transition in decision.transitions:
+        self.count_transitions(decision.transitions)
+        if decision.probe is not None:
+            _bump(self._probes, (decision.probe.value, "granted"))
+
+    def count_transitions(self, transitions: Iterable[Transition]) -> None:
+        """Circuit moves: from call decisions, and from operators (forced, released)."""
+        for transition in transitions:
             scope = transition.key.scope.value
             key = (scope, transition.source.value, transition.target.value)
             _bump(self._transitions, (*key, transition.trigger.value))
             if transition.trigger in _PROBE_RESULT:
                 _bump(self._probes, (scope, _PROBE_RESULT[transition.trigger]))
-        if decision.probe is not None:
-            _bump(self._probes, (decision.probe.value, "granted"))
 
     def _roster(self, finding: RosterFinding) -> None:
         now = self._clock()
