@@ -50,7 +50,7 @@ def ask(
         turn=turn,
         server=server,
         tool=tool,
-        fingerprint=fingerprint,
+        fingerprints=(fingerprint,) if fingerprint else (),
         now_s=at_s(minute),
     )
 

@@ -370,14 +370,14 @@ def test_blocking_for_finds_the_turn_block_for_the_exact_call() -> None:
     hub = hub_for()
     call = transport(10, "turn-1")
     feed(hub, call)
-    found = hub.blocking_for("", "turn-1", "web", "search", "")
+    found = hub.blocking_for("", "turn-1", "web", "search", ())
     assert found is not None and found.turn == "turn-1"
-    assert hub.blocking_for("", "turn-2", "web", "search", "") is None
-    assert hub.blocking_for("acme", "turn-1", "web", "search", "") is None
+    assert hub.blocking_for("", "turn-2", "web", "search", ()) is None
+    assert hub.blocking_for("acme", "turn-1", "web", "search", ()) is None
     hub_call = hub_for({"turn_key": TurnKey.CALL})
     feed(hub_call, call)
-    assert hub_call.blocking_for("", "turn-1", "web", "search", call.fingerprint or "")
-    assert hub_call.blocking_for("", "turn-1", "web", "search", "other") is None
+    assert hub_call.blocking_for("", "turn-1", "web", "search", (call.fingerprint or "",))
+    assert hub_call.blocking_for("", "turn-1", "web", "search", ("other",)) is None
 
 
 # --- the property: resuming from any point rebuilds the present -------------------------------

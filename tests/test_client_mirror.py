@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from processor.advisories.v1 import advisories_pb2 as pb
-from processor.classify.fingerprint import fingerprint
+from processor.classify.fingerprint import arguments_digest, fingerprint
 from processor.client.calls import call_fingerprint, resolve_server
 from processor.client.mirror import Decision, Mirror
 
@@ -140,7 +140,19 @@ def test_an_exact_call_matches_by_the_fingerprint_the_service_computes() -> None
     assert check(mirror, arguments={"url": "https://elsewhere.test"}) is Decision.ALLOW
     assert check(mirror, arguments=None) is Decision.ALLOW  # no arguments, no fingerprint
     assert check(mirror, turn="another", arguments=ARGUMENTS) is Decision.ALLOW
-    assert call_fingerprint(SERVER, TOOL, {"n": 2.0}) == fingerprint(SERVER, TOOL, {"n": 2})
+    # 2.0 and 2 are one argument in either form: the digest is over canonical JSON.
+    assert call_fingerprint(SERVER, TOOL, {"n": 2.0}) == call_fingerprint(SERVER, TOOL, {"n": 2})
+
+
+def test_an_exact_call_matches_the_digest_form_this_library_records() -> None:
+    """The library records only the arguments' digest, so the service fingerprints
+    {"args_hash": digest}; the mirror matches that form as well as the raw one."""
+    print_ = fingerprint(SERVER, TOOL, {"args_hash": arguments_digest(ARGUMENTS)})
+    assert print_ == call_fingerprint(SERVER, TOOL, ARGUMENTS)
+    mirror = Mirror()
+    mirror.replace("e", 1, [advisory("call", scope=pb.SCOPE_TURN_CALL, print_=print_)])
+    assert check(mirror, arguments=ARGUMENTS) is Decision.DENY
+    assert check(mirror, arguments={"url": "https://elsewhere.test"}) is Decision.ALLOW
 
 
 def test_the_server_is_named_from_the_tool_prefix_as_the_service_does() -> None:

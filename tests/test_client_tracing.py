@@ -253,7 +253,7 @@ def test_each_outcome_is_read_as_written(
     assert refused.attributes["mcp.breaker.refused"] is True
 
 
-def test_arguments_too_long_for_the_service_to_decode_are_recorded_by_their_digest(
+def test_arguments_of_any_size_are_recorded_only_by_their_digest(
     recorded: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
     provider, memory = recorded
@@ -263,7 +263,9 @@ def test_arguments_too_long_for_the_service_to_decode_are_recorded_by_their_dige
         with record_tool_call(tracer, tool=TOOL, server=SERVER, arguments=arguments) as record:
             record.ok()
     big, small = memory.get_finished_spans()
-    assert ARGS_HASH_ATTRIBUTE in big.attributes and "mcp.tool.arguments" not in big.attributes
+    for span in (big, small):  # spans go on to tracing backends: never the arguments
+        assert ARGS_HASH_ATTRIBUTE in span.attributes
+        assert "mcp.tool.arguments" not in span.attributes
     calls = classified([big, small])
     assert [c.fingerprint for c in calls] == [
         call_fingerprint(SERVER, TOOL, large),
@@ -304,3 +306,23 @@ def test_a_refused_call_counts_neither_as_a_failure_nor_as_a_success(
     server = breaker.circuits.peek(CircuitKey(Scope.SERVER, SERVER))
     assert server is not None and server.calls_and_failures() == (1, 1)
     assert all(span.kind is SpanKind.CLIENT for span in spans)
+
+
+def test_error_texts_are_redacted_before_the_span_leaves_the_harness(
+    recorded: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, memory = recorded
+    tracer = provider.get_tracer("harness")
+    secret = (
+        "upstream refused: https://bot:hunter2@git.example.test/api?token=sk-live-abcdef0123456789"
+    )
+    with record_tool_call(tracer, tool=TOOL, server=SERVER) as record:
+        record.failed(secret, is_error=True)
+    with pytest.raises(ConnectionError), record_tool_call(tracer, tool=TOOL, server=SERVER):
+        raise ConnectionError(secret)
+    for span in memory.get_finished_spans():
+        texts = [str(v) for v in span.attributes.values()]
+        texts += [str(v) for event in span.events for v in (event.attributes or {}).values()]
+        texts.append(span.status.description or "")
+        assert not any("hunter2" in t or "sk-live" in t for t in texts), texts
+        assert "git.example.test" in str(span.attributes["mcp.tool.error"])  # the host stays

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from processor.advisories.hub import AdvisoryHub
@@ -57,9 +58,16 @@ class Checker:
         self._ids = itertools.count(1)
 
     def check(
-        self, *, tenant: str, turn: str, server: str, tool: str, fingerprint: str, now_s: float
+        self,
+        *,
+        tenant: str,
+        turn: str,
+        server: str,
+        tool: str,
+        fingerprints: Sequence[str],
+        now_s: float,
     ) -> CheckResult:
-        turn_block = self.hub.blocking_for(tenant, turn, server, tool, fingerprint)
+        turn_block = self.hub.blocking_for(tenant, turn, server, tool, fingerprints)
         if turn_block is not None:
             return CheckResult(Verdict.DENY if turn_block.enforced else Verdict.ALLOW, turn_block)
         keys = [CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}", tenant)]

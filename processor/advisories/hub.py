@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from processor.advisories.model import (
@@ -208,14 +208,14 @@ class AdvisoryHub:
         return [(s, a) for s, a in self._log if s > seq and audience.sees(a)]
 
     def blocking_for(
-        self, tenant: str, turn: str, server: str, tool: str, fingerprint: str
+        self, tenant: str, turn: str, server: str, tool: str, fingerprints: Sequence[str]
     ) -> Advisory | None:
         """A turn-scoped advisory that refuses this call, if any."""
         for advisory_id in (
             turn_tool_id(tenant, turn, server, tool),
-            turn_call_id(tenant, turn, fingerprint) if fingerprint else "",
+            *(turn_call_id(tenant, turn, print_) for print_ in fingerprints if print_),
         ):
-            advisory = self._current.get(advisory_id) if advisory_id else None
+            advisory = self._current.get(advisory_id)
             if advisory is not None and advisory.blocking:
                 return advisory
         return None

@@ -28,7 +28,7 @@ from processor.advisories.model import TURN_BLOCKED, Advisory
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.classify.classifier import server_prefix
-from processor.classify.fingerprint import fingerprint
+from processor.classify.fingerprint import fingerprints
 from processor.config import AdvisoriesConfig
 from processor.engines.breaker import NO_SERVER, Breaker, CallDecision
 from processor.engines.circuit import CircuitKey, Scope, State, Transition
@@ -255,21 +255,22 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
             or server_prefix(request.tool)
             or service.tool_servers.get(request.tool, "")
         )
-        print_ = request.fingerprint
-        if not print_ and request.arguments_json:
+        prints: tuple[str, ...] = (request.fingerprint,) if request.fingerprint else ()
+        if not prints and request.arguments_json:
             if len(request.arguments_json) > MAX_ARGUMENTS_JSON_CHARS:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "arguments_json too large")
             try:
                 arguments = json.loads(request.arguments_json)
             except (ValueError, RecursionError):  # nested too deep is not readable JSON
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "arguments_json is not JSON")
-            print_ = fingerprint(server or None, request.tool, arguments)
+            # Either form a span of this call may have carried: arguments, or their digest.
+            prints = fingerprints(server or None, request.tool, arguments)
         result = service.checker.check(
             tenant=tenant,
             turn=request.turn,
             server=server,
             tool=request.tool,
-            fingerprint=print_,
+            fingerprints=prints,
             now_s=service.clock(),
         )
         counts = service.stats.checks

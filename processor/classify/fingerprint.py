@@ -32,6 +32,20 @@ def fingerprint(server: str | None, tool: str, arguments: Any) -> str:
     return digest.hexdigest()[:FINGERPRINT_HEX_CHARS]
 
 
+def arguments_digest(arguments: Any) -> str:
+    """What a harness records as ``mcp.tool.args_hash`` instead of the arguments: the
+    SHA-256 of their canonical JSON (the client library does; any harness may)."""
+    return hashlib.sha256(canonical_json(arguments).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def fingerprints(server: str | None, tool: str, arguments: Any) -> tuple[str, str]:
+    """Both fingerprints a span of this call may carry: from its recorded arguments, and
+    from their digest (``{"args_hash": digest}``, the form the spans of a harness that
+    records only the digest give)."""
+    digest = {"args_hash": arguments_digest(arguments)}
+    return fingerprint(server, tool, arguments), fingerprint(server, tool, digest)
+
+
 def _normalize(value: Any, depth: int) -> Any:
     if depth > MAX_DEPTH:
         return DEEP_MARKER  # not repr(): it would recurse through the rest of the depth

@@ -6,11 +6,11 @@ never match the advisories raised from its own spans:
 - the **server**: the one given, else the ``server__tool`` prefix of the tool's name (the
   convention the classifier applies when a span names no server);
 - the **fingerprint** of server, tool and arguments (``processor.classify.fingerprint``);
-- the **arguments as recorded** on the ``mcp.tool.call`` span. The service decodes an
-  ``mcp.tool.arguments`` attribute only below ``MAX_JSON_CHARS``; larger arguments would
-  give no fingerprint at all, so they are recorded as ``mcp.tool.args_hash`` (a digest of
-  their canonical JSON) instead, and the service fingerprints ``{"args_hash": digest}``.
-  ``call_fingerprint`` follows the same rule, so both sides agree for any size.
+- the **arguments as recorded** on the ``mcp.tool.call`` span: always as
+  ``mcp.tool.args_hash``, the digest of their canonical JSON, never the arguments
+  themselves (spans go on to tracing backends). The service fingerprints
+  ``{"args_hash": digest}``, and ``call_fingerprint`` does the same, so both sides agree
+  for arguments of any size.
 
 Plain functions, no I/O. The service's own ``classify.tool_servers`` map cannot be known
 here: a harness that relies on it should pass the server name explicitly.
@@ -18,15 +18,12 @@ here: a harness that relies on it should pass the server name explicitly.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
-from processor.classify.fingerprint import canonical_json, fingerprint
-from processor.classify.spanview import MAX_JSON_CHARS
+from processor.classify.fingerprint import arguments_digest, fingerprint
 
 SERVER_SEPARATOR = "__"  # "playwright__browser_navigate": as processor/classify/classifier.py
-ARGUMENTS_ATTRIBUTE = "mcp.tool.arguments"
 ARGS_HASH_ATTRIBUTE = "mcp.tool.args_hash"
 
 
@@ -39,20 +36,15 @@ def resolve_server(server: str | None, tool: str) -> str:
 
 
 def recorded_arguments(arguments: Any) -> dict[str, str]:
-    """The span attribute that carries the arguments: the JSON itself, or its digest when
-    the service would not decode JSON that long. Empty for arguments that are not JSON."""
+    """The span attribute that identifies the arguments: always their digest, never the
+    arguments themselves. Spans travel on to tracing backends, and arguments carry what
+    users typed (paths, queries, tokens); the digest is all the breaker needs. Empty for
+    arguments that are not JSON."""
     try:
-        text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+        json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError):
         return {}  # not JSON: no fingerprint on either side, rather than a made-up one
-    if len(text) < MAX_JSON_CHARS:
-        return {ARGUMENTS_ATTRIBUTE: text}
     return {ARGS_HASH_ATTRIBUTE: arguments_digest(arguments)}
-
-
-def arguments_digest(arguments: Any) -> str:
-    canonical = canonical_json(arguments).encode("utf-8", "surrogatepass")
-    return hashlib.sha256(canonical).hexdigest()
 
 
 def call_fingerprint(server: str | None, tool: str, arguments: Any) -> str | None:
@@ -60,8 +52,15 @@ def call_fingerprint(server: str | None, tool: str, arguments: Any) -> str | Non
     if arguments is None:
         return None
     recorded = recorded_arguments(arguments)
-    if ARGUMENTS_ATTRIBUTE in recorded:
-        return fingerprint(server or None, tool, arguments)
     if ARGS_HASH_ATTRIBUTE in recorded:
         return fingerprint(server or None, tool, {"args_hash": recorded[ARGS_HASH_ATTRIBUTE]})
     return None
+
+
+def call_fingerprints(server: str | None, tool: str, arguments: Any) -> tuple[str, ...]:
+    """Every fingerprint a span of this call may carry: the digest form this library
+    records, and the raw form of a harness that records ``mcp.tool.arguments`` itself."""
+    hashed = call_fingerprint(server, tool, arguments)
+    if hashed is None:
+        return ()
+    return (hashed, fingerprint(server or None, tool, arguments))

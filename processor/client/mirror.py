@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from processor.advisories.v1 import advisories_pb2 as pb
-from processor.client.calls import call_fingerprint, resolve_server
+from processor.client.calls import call_fingerprints, resolve_server
 
 NS_PER_S = 1_000_000_000
 DEFAULT_MAX_ADVISORIES = 100_000  # ten times the service's default bound
@@ -252,10 +252,8 @@ class Mirror:
         # The order the service's Check reads them in: the turn's blocks, then circuits.
         keys: list[IndexKey] = [("turn_tool", turn, server, tool)]
         if turn in self._call_turns:
-            if fingerprint is None:
-                fingerprint = call_fingerprint(server, tool, arguments)
-            if fingerprint:
-                keys.append(("turn_call", turn, fingerprint))
+            prints = (fingerprint,) if fingerprint else call_fingerprints(server, tool, arguments)
+            keys += [("turn_call", turn, print_) for print_ in prints]
         if server:
             keys.append(("server", server))
         keys.append(("tool", server, tool))

@@ -60,6 +60,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from processor.advisories.v1 import advisories_pb2 as pb
+from processor.classify.redact import redact
 from processor.client.calls import recorded_arguments
 
 log = logging.getLogger(__name__)
@@ -225,7 +226,8 @@ class ToolCallRecord:
         """The call failed: ``error`` verbatim (the service redacts it); ``error_type`` a
         JSON-RPC code as text or an exception type; ``is_error`` the result's isError."""
         self._set_outcome("failed")
-        text = error[:MAX_ERROR_CHARS]
+        # Redacted here, in the harness: the span goes on to tracing backends as it is.
+        text = redact(error, max_chars=MAX_ERROR_CHARS)
         self.span.set_attribute("mcp.tool.error", text)
         if error_type:
             self.span.set_attribute("error.type", error_type)
@@ -292,8 +294,17 @@ def record_tool_call(
             yield record
         except Exception as error:
             if record.outcome is None:
-                record.failed(describe_error(error), error_type=error_type_of(error))
-                span.record_exception(error)
+                message = describe_error(error)
+                record.failed(message, error_type=error_type_of(error))
+                # An exception event without the stack trace (file paths) and with the
+                # message redacted, as the error attribute is.
+                span.add_event(
+                    "exception",
+                    {
+                        "exception.type": type(error).__qualname__,
+                        "exception.message": redact(message, max_chars=MAX_ERROR_CHARS),
+                    },
+                )
             raise
         except BaseException:
             # Cancelled (asyncio, anyio, Ctrl-C): the harness stopped it, the tool did not fail.
