@@ -101,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
         "a token is never taken on the command line, where ps would show it",
     )
     state.add_argument("--tls-ca", metavar="FILE", help="CA certificate: connect with TLS")
+    state.add_argument(
+        "--tls-cert", metavar="FILE", help="client certificate, for a port with mutual TLS"
+    )
+    state.add_argument("--tls-key", metavar="FILE", help="the client certificate's key")
 
     show = commands.add_parser(
         "print-config",
@@ -145,13 +149,20 @@ def _print_config(config: ServiceConfig) -> None:
 def _status(args: argparse.Namespace) -> int:
     token = os.environ.get(args.token_env) or None
     try:
-        print(status(args.target, token=token, ca_file=args.tls_ca), end="")
+        text = status(
+            args.target,
+            token=token,
+            ca_file=args.tls_ca,
+            cert_file=args.tls_cert,
+            key_file=args.tls_key,
+        )
+        print(text, end="")
     except grpc.RpcError as error:
         code = error.code()
         print(f"mcp-breaker status: {args.target}: {code.name}: {error.details()}", file=sys.stderr)
         return 1
     except OSError as error:
-        print(f"mcp-breaker status: {args.tls_ca}: {error.strerror}", file=sys.stderr)
+        print(f"mcp-breaker status: {error.filename}: {error.strerror}", file=sys.stderr)
         return 1
     return 0
 

@@ -38,10 +38,19 @@ _ORDER = {pb.STATE_FORCED_OPEN: 0, pb.STATE_OPEN: 1, pb.STATE_HALF_OPEN: 2}
 
 
 def fetch(
-    target: str, *, token: str | None = None, ca_file: str | None = None
+    target: str,
+    *,
+    token: str | None = None,
+    ca_file: str | None = None,
+    cert_file: str | None = None,
+    key_file: str | None = None,
 ) -> pb.GetStateResponse:
     if ca_file:
-        credentials = grpc.ssl_channel_credentials(Path(ca_file).read_bytes())
+        credentials = grpc.ssl_channel_credentials(
+            Path(ca_file).read_bytes(),
+            private_key=Path(key_file).read_bytes() if key_file else None,
+            certificate_chain=Path(cert_file).read_bytes() if cert_file else None,
+        )
         channel = grpc.secure_channel(target, credentials)
     else:
         channel = grpc.insecure_channel(target)
@@ -107,8 +116,15 @@ def render(advisories: Sequence[pb.Advisory], now_s: float) -> str:
     return "\n".join(lines) + f"\n\n{len(shown)} advisories in force.\n"
 
 
-def status(target: str, *, token: str | None, ca_file: str | None) -> str:
-    response = fetch(target, token=token, ca_file=ca_file)
+def status(
+    target: str,
+    *,
+    token: str | None,
+    ca_file: str | None,
+    cert_file: str | None = None,
+    key_file: str | None = None,
+) -> str:
+    response = fetch(target, token=token, ca_file=ca_file, cert_file=cert_file, key_file=key_file)
     text = render(response.advisories, time.time())
     if response.not_shown:
         text += f"{response.not_shown} more not shown (the least severe).\n"

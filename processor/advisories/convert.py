@@ -26,7 +26,15 @@ STATE_TO_WIRE = {
 }
 
 
-def to_wire(advisory: Advisory) -> pb.Advisory:
+_COUNTS_DOWN = (State.OPEN.value, State.FORCED_OPEN.value)
+
+
+def to_wire(advisory: Advisory, now_s: float | None = None) -> pb.Advisory:
+    """``now_s``: the advisory is read now (a snapshot, GetState), so how long to wait
+    counts from now, not from when it was published."""
+    retry_after = advisory.retry_after_s
+    if now_s is not None and advisory.state in _COUNTS_DOWN and advisory.expires_s:
+        retry_after = max(0.0, advisory.expires_s - now_s)
     message = pb.Advisory(
         id=advisory.id,
         scope=SCOPE_TO_WIRE[advisory.scope],
@@ -38,7 +46,7 @@ def to_wire(advisory: Advisory) -> pb.Advisory:
         fingerprint=advisory.fingerprint,
         cause=advisory.cause,
         message=advisory.message,
-        retry_after_seconds=advisory.retry_after_s,
+        retry_after_seconds=retry_after,
         expires_unix_nano=int(advisory.expires_s * NS),
         enforced=advisory.enforced,
         tenant=advisory.tenant,

@@ -86,6 +86,7 @@ class Broadcaster:
         for subscriber in self.subscribers:
             if subscriber.cut:
                 continue
+            queued = False
             for advisory, message in messages:
                 if not subscriber.audience.sees(advisory):
                     continue
@@ -95,7 +96,9 @@ class Broadcaster:
                     stats.cut_off += 1
                     break
                 subscriber.queue.append(message)
-            subscriber.ready.set()
+                queued = True
+            if queued or subscriber.cut:  # only streams with something to do wake up
+                subscriber.ready.set()
 
 
 class AdvisoryService:
@@ -194,7 +197,8 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         )
         first: list[pb.SubscribeResponse] = []
         if missed is None:
-            parts = _parts([convert.to_wire(a) for a in hub.snapshot(audience)])
+            now = service.clock()
+            parts = _parts([convert.to_wire(a, now) for a in hub.snapshot(audience)])
             for index, part in enumerate(parts):
                 snapshot = pb.Snapshot(
                     advisories=part,
@@ -288,7 +292,8 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         await _servers(context, request.servers)
         audience = Audience(tenant=tenant, servers=frozenset(request.servers))
         in_force = sorted(service.hub.snapshot(audience), key=_worst_first)
-        shown = _parts([convert.to_wire(a) for a in in_force])[0]
+        now = service.clock()
+        shown = _parts([convert.to_wire(a, now) for a in in_force])[0]
         return pb.GetStateResponse(
             advisories=shown,
             epoch=service.hub.epoch,
