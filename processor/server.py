@@ -23,8 +23,10 @@ from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
+from processor.advisories.admin import AdminServicer
 from processor.advisories.auth import server_credentials
-from processor.advisories.service import AdvisoryService
+from processor.advisories.service import AdvisoriesServicer, AdvisoryService
+from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.analyze import Analyzer, Sink
 from processor.classify.classifier import Classifier
 from processor.config import ServiceConfig, split_endpoint
@@ -172,7 +174,8 @@ class Service:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        advisories.add_to(server)
+        pb_grpc.add_AdvisoriesServicer_to_server(AdvisoriesServicer(advisories), server)  # type: ignore[no-untyped-call]
+        pb_grpc.add_AdminServicer_to_server(AdminServicer(advisories), server)  # type: ignore[no-untyped-call]
         credentials = server_credentials(config.tls)
         try:
             if credentials is None:

@@ -388,7 +388,7 @@ def test_only_an_admin_forces_a_circuit_and_every_action_is_logged(
         assert not again.released  # not forced any more
         stream.cancel()
 
-    actions = [r.getMessage() for r in caplog.records if r.name == "processor.advisories.service"]
+    actions = [r.getMessage() for r in caplog.records if r.name == "processor.advisories.admin"]
     assert any("forced server 'playwright' open" in m and reason in m for m in actions)
     assert any("released server 'playwright': redeployed" in m for m in actions)
     assert sum("admin: refused" in m for m in actions) == 2

@@ -1,7 +1,7 @@
 """The advisory port (4320): gRPC servicers that translate between the wire and the hub.
 
     analyzer ─▶ AdvisoryService (a sink) ─▶ hub.observe ─▶ Broadcaster ─▶ one queue per subscriber
-    Check / GetState / Admin ─▶ Checker, hub, breaker
+    Check / GetState ─▶ Checker, hub         (Admin: admin.py)
 
 Everything runs on the service's event loop. Publishing never waits: each subscriber has a
 bounded queue, and one that falls behind is cut off (RESOURCE_EXHAUSTED) and must
@@ -30,17 +30,15 @@ from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.classify.classifier import server_prefix
 from processor.classify.fingerprint import fingerprints
 from processor.config import AdvisoriesConfig
-from processor.engines.breaker import NO_SERVER, Breaker, CallDecision
-from processor.engines.circuit import CircuitKey, Scope, State, Transition
+from processor.engines.breaker import Breaker, CallDecision
+from processor.engines.circuit import State, Transition
 from processor.engines.roster import RosterFinding
-from processor.errors import IllegalTransition
 
 log = logging.getLogger(__name__)
 
 MAX_ARGUMENTS_JSON_CHARS = 256 * 1024  # a Check's arguments, before they are fingerprinted
 MAX_FILTER_SERVERS = 256
 MAX_NAME_CHARS = 512
-MAX_FORCE_S = 7 * 24 * 3600.0
 # A snapshot or a GetState reply is cut into messages of at most this many bytes, well under
 # gRPC's 4 MiB default receive limit, so any client can read one.
 MAX_PART_BYTES = 1024 * 1024
@@ -136,10 +134,6 @@ class AdvisoryService:
     def expire(self) -> None:
         self.broadcaster.send(self.hub.expire(self.clock()), self.stats)
 
-    def add_to(self, server: grpc.aio.Server) -> None:
-        pb_grpc.add_AdvisoriesServicer_to_server(AdvisoriesServicer(self), server)  # type: ignore[no-untyped-call]
-        pb_grpc.add_AdminServicer_to_server(AdminServicer(self), server)  # type: ignore[no-untyped-call]
-
 
 async def _tenant(service: AdvisoryService, context: grpc.aio.ServicerContext) -> str:
     tenant = service.auth.tenant(bearer_token(context.invocation_metadata()))
@@ -149,7 +143,7 @@ async def _tenant(service: AdvisoryService, context: grpc.aio.ServicerContext) -
     return tenant
 
 
-async def _text(context: grpc.aio.ServicerContext, what: str, value: str) -> str:
+async def text_argument(context: grpc.aio.ServicerContext, what: str, value: str) -> str:
     if len(value) > MAX_NAME_CHARS:
         await context.abort(
             grpc.StatusCode.INVALID_ARGUMENT, f"{what} is longer than {MAX_NAME_CHARS} characters"
@@ -164,7 +158,7 @@ async def _servers(context: grpc.aio.ServicerContext, servers: Sequence[str]) ->
             grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_FILTER_SERVERS} servers"
         )
     for server in servers:
-        await _text(context, "a server name", server)
+        await text_argument(context, "a server name", server)
 
 
 class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
@@ -182,7 +176,7 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         audience = Audience(
             tenant=tenant,
             servers=frozenset(request.servers),
-            harness=await _text(context, "harness", request.harness),
+            harness=await text_argument(context, "harness", request.harness),
         )
         hub = service.hub
         # Printable only: the name goes into logs, where a newline would forge a line.
@@ -252,7 +246,7 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         service = self.service
         tenant = await _tenant(service, context)
         for what in ("turn", "server", "tool", "fingerprint", "harness"):
-            await _text(context, what, getattr(request, what))
+            await text_argument(context, what, getattr(request, what))
         # The server as the classifier names it from spans, or nothing would match.
         server = (
             request.server
@@ -300,93 +294,6 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
             seq=service.hub.seq,
             not_shown=len(in_force) - len(shown),
         )
-
-
-class AdminServicer(pb_grpc.AdminServicer):
-    def __init__(self, service: AdvisoryService) -> None:
-        self.service = service
-
-    async def _admin(self, context: grpc.aio.ServicerContext, action: str) -> None:
-        token = bearer_token(context.invocation_metadata())
-        if not token:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "an admin token is required")
-        if not self.service.auth.is_admin(token):
-            log.warning("admin: refused %s from %s: not an admin token", action, context.peer())
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not an admin token")
-
-    async def ForceCircuit(
-        self, request: pb.ForceCircuitRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ForceCircuitResponse:
-        await self._admin(context, "force")
-        service = self.service
-        if not request.server and not request.tool:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a server or a tool")
-        if not request.reason.strip():
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a reason is required")
-        if not 0 < request.duration_seconds <= MAX_FORCE_S:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"duration_seconds must be in (0, {MAX_FORCE_S:.0f}]",
-            )
-        for what in ("server", "tool", "reason", "tenant"):
-            await _text(context, what, getattr(request, what))
-        key = _key(request.server, request.tool, request.tenant)
-        target = State.FORCED_OPEN if request.open else State.FORCED_CLOSED
-        now = service.clock()
-        breaker = service.hub.breaker
-        moves: list[Transition] = []
-        try:
-            moves.append(
-                breaker.force(key, target, now + request.duration_seconds, request.reason, now)
-            )
-        except IllegalTransition:  # already forced the same way: renew it
-            released = breaker.release(key, "renewed by an operator", now)
-            moves += [released] if released is not None else []
-            moves.append(
-                breaker.force(key, target, now + request.duration_seconds, request.reason, now)
-            )
-        service.on_operator(moves)
-        log.warning(
-            "admin: %s forced %s %r %s for %.0fs (tenant %r): %s",
-            context.peer(),
-            key.scope.value,
-            key.name,
-            "open" if request.open else "closed",
-            request.duration_seconds,
-            key.tenant,
-            request.reason,
-        )
-        advisory = service.hub.circuit_advisory(key, reason=request.reason, now_s=now)
-        assert advisory is not None
-        service.broadcaster.send(service.hub.publish([advisory], now), service.stats)
-        return pb.ForceCircuitResponse(advisory=convert.to_wire(advisory))
-
-    async def ReleaseCircuit(
-        self, request: pb.ReleaseCircuitRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ReleaseCircuitResponse:
-        await self._admin(context, "release")
-        for what in ("server", "tool", "reason", "tenant"):
-            await _text(context, what, getattr(request, what))
-        service = self.service
-        key = _key(request.server, request.tool, request.tenant)
-        now = service.clock()
-        reason = request.reason[:MAX_NAME_CHARS] or "released by an operator"
-        transition = service.hub.breaker.release(key, reason, now)
-        if transition is None:
-            return pb.ReleaseCircuitResponse(released=False)
-        service.on_operator([transition])
-        peer = context.peer()
-        log.warning("admin: %s released %s %r: %s", peer, key.scope.value, key.name, reason)
-        advisory = service.hub.circuit_advisory(key, reason=reason, now_s=now)
-        if advisory is not None:
-            service.broadcaster.send(service.hub.publish([advisory], now), service.stats)
-        return pb.ReleaseCircuitResponse(released=True)
-
-
-def _key(server: str, tool: str, tenant: str) -> CircuitKey:
-    if tool:
-        return CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}", tenant)
-    return CircuitKey(Scope.SERVER, server, tenant)
 
 
 def _parts(advisories: list[pb.Advisory]) -> list[list[pb.Advisory]]:

@@ -1,0 +1,112 @@
+"""The Admin service: an operator forces a circuit open or closed, or releases it.
+
+Every call needs an admin token (``advisories.admin_tokens``) and is logged with the
+caller's address, the circuit and the reason, never the token. A forced circuit reaches
+subscribers as an advisory like any other, and its moves are counted with the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from processor.advisories import convert
+from processor.advisories.auth import bearer_token
+from processor.advisories.service import MAX_NAME_CHARS, AdvisoryService, text_argument
+from processor.advisories.v1 import advisories_pb2 as pb
+from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from processor.engines.breaker import NO_SERVER
+from processor.engines.circuit import CircuitKey, Scope, State, Transition
+from processor.errors import IllegalTransition
+
+log = logging.getLogger(__name__)
+
+MAX_FORCE_S = 7 * 24 * 3600.0  # a week: longer is a configuration change, not an override
+
+
+class AdminServicer(pb_grpc.AdminServicer):
+    def __init__(self, service: AdvisoryService) -> None:
+        self.service = service
+
+    async def _admin(self, context: grpc.aio.ServicerContext, action: str) -> None:
+        token = bearer_token(context.invocation_metadata())
+        if not token:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "an admin token is required")
+        if not self.service.auth.is_admin(token):
+            log.warning("admin: refused %s from %s: not an admin token", action, context.peer())
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not an admin token")
+
+    async def ForceCircuit(
+        self, request: pb.ForceCircuitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ForceCircuitResponse:
+        await self._admin(context, "force")
+        service = self.service
+        if not request.server and not request.tool:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a server or a tool")
+        if not request.reason.strip():
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a reason is required")
+        if not 0 < request.duration_seconds <= MAX_FORCE_S:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"duration_seconds must be in (0, {MAX_FORCE_S:.0f}]",
+            )
+        for what in ("server", "tool", "reason", "tenant"):
+            await text_argument(context, what, getattr(request, what))
+        key = _key(request.server, request.tool, request.tenant)
+        target = State.FORCED_OPEN if request.open else State.FORCED_CLOSED
+        now = service.clock()
+        breaker = service.hub.breaker
+        moves: list[Transition] = []
+        try:
+            moves.append(
+                breaker.force(key, target, now + request.duration_seconds, request.reason, now)
+            )
+        except IllegalTransition:  # already forced the same way: renew it
+            released = breaker.release(key, "renewed by an operator", now)
+            moves += [released] if released is not None else []
+            moves.append(
+                breaker.force(key, target, now + request.duration_seconds, request.reason, now)
+            )
+        service.on_operator(moves)
+        log.warning(
+            "admin: %s forced %s %r %s for %.0fs (tenant %r): %s",
+            context.peer(),
+            key.scope.value,
+            key.name,
+            "open" if request.open else "closed",
+            request.duration_seconds,
+            key.tenant,
+            request.reason,
+        )
+        advisory = service.hub.circuit_advisory(key, reason=request.reason, now_s=now)
+        assert advisory is not None
+        service.broadcaster.send(service.hub.publish([advisory], now), service.stats)
+        return pb.ForceCircuitResponse(advisory=convert.to_wire(advisory))
+
+    async def ReleaseCircuit(
+        self, request: pb.ReleaseCircuitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReleaseCircuitResponse:
+        await self._admin(context, "release")
+        for what in ("server", "tool", "reason", "tenant"):
+            await text_argument(context, what, getattr(request, what))
+        service = self.service
+        key = _key(request.server, request.tool, request.tenant)
+        now = service.clock()
+        reason = request.reason[:MAX_NAME_CHARS] or "released by an operator"
+        transition = service.hub.breaker.release(key, reason, now)
+        if transition is None:
+            return pb.ReleaseCircuitResponse(released=False)
+        service.on_operator([transition])
+        peer = context.peer()
+        log.warning("admin: %s released %s %r: %s", peer, key.scope.value, key.name, reason)
+        advisory = service.hub.circuit_advisory(key, reason=reason, now_s=now)
+        if advisory is not None:
+            service.broadcaster.send(service.hub.publish([advisory], now), service.stats)
+        return pb.ReleaseCircuitResponse(released=True)
+
+
+def _key(server: str, tool: str, tenant: str) -> CircuitKey:
+    if tool:
+        return CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}", tenant)
+    return CircuitKey(Scope.SERVER, server, tenant)
