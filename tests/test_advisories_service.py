@@ -921,3 +921,24 @@ def test_operator_actions_are_counted_as_transitions_and_a_release_creates_nothi
         unknown = pb.ReleaseCircuitRequest(server="never-seen", reason="x")
         answer = admin.admin.ReleaseCircuit(unknown, metadata=admin.metadata, timeout=WAIT_S)
         assert answer.released is False and len(circuits) == before
+
+
+def test_one_tenant_cannot_take_every_stream() -> None:
+    with running(TOKENS, "advisories.max_subscribers_per_tenant=2") as service:
+        port = port_of(service)
+        acme = Client(port, "tokA")
+        first, second = acme.subscribe(), acme.subscribe()
+        first.wait_for(1)
+        second.wait_for(1)
+        third = acme.subscribe()
+        third.ended.wait(WAIT_S)
+        assert third.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        globex = Client(port, "tokB").subscribe()  # another tenant still gets in
+        (snapshot,) = globex.wait_for(1)
+        assert snapshot.WhichOneof("kind") == "snapshot"
+        first.cancel()  # a place frees up
+        wait_until(lambda: len(service.service.advisories.broadcaster.subscribers) == 2, WAIT_S)
+        again = acme.subscribe()
+        again.wait_for(1)
+        for stream in (second, globex, again):
+            stream.cancel()

@@ -170,8 +170,14 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
     ) -> AsyncIterator[pb.SubscribeResponse]:
         service = self.service
         tenant = await _tenant(service, context)
-        if len(service.broadcaster.subscribers) >= service.config.max_subscribers:
+        subscribers = service.broadcaster.subscribers
+        if len(subscribers) >= service.config.max_subscribers:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many subscribers")
+        same_tenant = sum(1 for s in subscribers if s.audience.tenant == tenant)
+        if same_tenant >= service.config.max_subscribers_per_tenant:
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, "too many subscribers for this tenant"
+            )
         await _servers(context, request.servers)
         audience = Audience(
             tenant=tenant,

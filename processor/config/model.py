@@ -96,6 +96,7 @@ DEFAULT_ADVISORIES_ENDPOINT = "0.0.0.0:4320"
 DEFAULT_HEARTBEAT_S = 5.0  # an idle stream hears from us this often
 DEFAULT_SUBSCRIBER_QUEUE = 1024  # changes waiting for one subscriber before it is cut off
 DEFAULT_MAX_SUBSCRIBERS = 1000
+DEFAULT_MAX_SUBSCRIBERS_PER_TENANT = 250
 DEFAULT_REPLAY_CHANGES = 10_000  # changes kept so a reconnecting subscriber can resume
 DEFAULT_MAX_ADVISORIES = 10_000  # advisories in force at once (turn blocks included)
 DEFAULT_HALF_OPEN_TTL_S = 600.0  # a half-open advisory nobody probes is dropped after this
@@ -462,6 +463,8 @@ class AdvisoriesConfig:
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
     subscriber_queue: int = DEFAULT_SUBSCRIBER_QUEUE
     max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS
+    # One tenant's harnesses cannot take every stream the service will hold.
+    max_subscribers_per_tenant: int = DEFAULT_MAX_SUBSCRIBERS_PER_TENANT
     replay_changes: int = DEFAULT_REPLAY_CHANGES
     max_advisories: int = DEFAULT_MAX_ADVISORIES
     half_open_ttl_s: float = DEFAULT_HALF_OPEN_TTL_S
@@ -473,6 +476,7 @@ class AdvisoriesConfig:
             "heartbeat_s",
             "subscriber_queue",
             "max_subscribers",
+            "max_subscribers_per_tenant",
             "replay_changes",
             "max_advisories",
             "half_open_ttl_s",
