@@ -136,7 +136,9 @@ class Service:
         if self.advisories is not None:
             await self._start_advisories(self.advisories)
         if config.telemetry.enabled:
-            app = telemetry_http.make_app(self.registry, self.readiness)
+            app = telemetry_http.make_app(
+                self.registry, self.readiness, prepare=(self.finding_metrics.prepare_scrape,)
+            )
             await self._start_http("telemetry", app, config.telemetry.metrics_endpoint)
         self._ticker = asyncio.create_task(self._tick(), name="classify-expiry")
         self._started = True

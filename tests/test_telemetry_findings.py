@@ -740,3 +740,16 @@ def test_a_span_from_the_future_does_not_move_the_scraped_circuits() -> None:
         CIRCUIT_STATE, {"scope": "server", "key": "web", CIRCUIT_STATE: "open"}
     )
     assert state == 1.0
+
+
+def test_a_prepared_scrape_reports_the_copy_not_the_live_tables() -> None:
+    """The loop copies (prepare_scrape); the thread that builds the families must read
+    only that copy, whatever the loop does meanwhile; the next collect reads live again."""
+    rig = Rig()
+    rig.call(tool_call(1, turn="a"))
+    rig.metrics.prepare_scrape()
+    rig.call(tool_call(2, turn="b"))  # after the copy: not in this scrape
+    families = list(rig.metrics.collect())
+    calls = next(f for f in families if f.name == P + "tool_calls")
+    assert sum(s.value for s in calls.samples) == 1
+    assert rig.value(P + "tool_calls_total", **tool_labels(outcome="ok", failure_class="")) == 2

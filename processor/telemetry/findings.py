@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
@@ -24,7 +24,7 @@ from processor.classify.events import FailureClass, Outcome, ToolCall
 from processor.config import TelemetryConfig
 from processor.engines.bounded import LruMap
 from processor.engines.breaker import Breaker, CallDecision
-from processor.engines.circuit import State, Transition, Trigger
+from processor.engines.circuit import CircuitKey, State, Transition, Trigger
 from processor.engines.roster import RosterFinding
 from processor.engines.turns import NS_PER_S
 from processor.telemetry import catalogue as c
@@ -76,6 +76,7 @@ class FindingMetrics(Collector):
         self._pairing = pairing
         self._clock = clock
         self._wall = wall
+        self._scrape: Snapshot | None = None  # copied by prepare_scrape for the next collect
         self._tables: dict[str, SeriesTable[SeriesValue]]
         self._tables = {}
         for spec in RECORDED:
@@ -189,64 +190,110 @@ class FindingMetrics(Collector):
         value.set(amount)
 
     # -- the scrape -----------------------------------------------------------------------
+    # Reading the state is cheap and happens on the event loop that owns it (``snapshot``);
+    # building tens of thousands of samples from the copy can then happen anywhere
+    # (``_families``), so a scrape at the cap does not hold up intake.
+    def prepare_scrape(self) -> None:
+        """On the loop: copy what the next ``collect`` reports (it may run in a thread)."""
+        self._scrape = self.snapshot()
+
     def collect(self) -> Iterator[Metric]:
+        data, self._scrape = self._scrape, None
+        yield from _families(data if data is not None else self.snapshot(), self._config)
+
+    def snapshot(self) -> Snapshot:
         now = self._clock()
+        tables = []
         for spec in RECORDED:
             table = self._tables[spec.name]
             table.expire(now)
-            yield _family(spec, table.items())
-        yield from self._circuits()
-        yield _closed(c.TRANSITIONS, self._transitions)
-        yield _closed(c.PROBES, self._probes)
+            tables.append((spec, [(labels, _copy(value)) for labels, value in table.items()]))
+        breaker = self._breaker
+        # As of the latest span, but never past the wall clock (plus skew): one span
+        # stamped in the future must not flip every circuit to half-open in the scrape.
+        read_at = min(breaker.latest_s, self._wall() + MAX_CLOCK_SKEW_S)
+        state_at = breaker.machine.state_at
+        circuits = [
+            (circuit.key, state_at(circuit, read_at), circuit.since_s)
+            for circuit in breaker.circuits.values()
+        ]
         pairing = self._pairing
-        yield _closed(
-            c.CLASSIFICATION_ERRORS,
-            {
+        return Snapshot(
+            tables=tables,
+            circuits=circuits,
+            transitions=dict(self._transitions),
+            probes=dict(self._probes),
+            classification_errors={
                 ("unpaired",): pairing.unpaired,
                 ("pending_overflow",): pairing.pending_overflow,
                 ("malformed_listing",): pairing.malformed_listings,
             },
+            duplicate_spans=pairing.duplicate_spans,
+            series={(name,): len(table) for name, table in self._tables.items()},
+            folded={(name,): table.folded for name, table in self._tables.items()},
         )
-        yield _closed(c.DUPLICATE_SPANS, {(): pairing.duplicate_spans})
-        tables = self._tables.items()
-        yield _closed(c.SERIES, {(name,): len(table) for name, table in tables})
-        yield _closed(c.OVERFLOW, {(name,): table.folded for name, table in tables})
 
-    def _circuits(self) -> Iterator[Metric]:
-        breaker = self._breaker
-        # As of the latest span, but never past the wall clock (plus skew): one span
-        # stamped in the future must not flip every circuit to half-open in the scrape.
-        now = min(breaker.latest_s, self._wall() + MAX_CLOCK_SKEW_S)
-        state_at = breaker.machine.state_at
-        read = [(circuit, state_at(circuit, now)) for circuit in breaker.circuits.values()]
-        # The circuits that say something first, so the cap never hides an open one.
-        read.sort(key=lambda item: _SEVERITY_ORDER.get(item[1], 3))
-        counts: dict[tuple[str, ...], float] = {
-            (scope, state.value): 0 for scope in ("server", "tool") for state in State
-        }
-        states = Metric(c.CIRCUIT_STATE.full_name, c.CIRCUIT_STATE.help, "stateset")
-        since = Metric(c.CIRCUIT_FAILING_SINCE.full_name, c.CIRCUIT_FAILING_SINCE.help, "gauge")
-        cap = self._config.max_series_per_metric
-        for index, (circuit, state) in enumerate(read):
-            scope = circuit.key.scope.value
-            counts[(scope, state.value)] += 1
-            if index >= cap:
-                continue
-            labels = {"scope": scope, "key": label_value(circuit.key.name)}
-            if circuit.key.tenant:  # two tenants may name the same server: never one series
-                labels["tenant"] = label_value(circuit.key.tenant)
-            for each in State:
-                states.add_sample(
-                    states.name,
-                    {**labels, states.name: each.value},
-                    1.0 if each is state else 0.0,
-                )
-            failing = state not in (State.CLOSED, State.FORCED_CLOSED)  # forced closed: aside
-            if failing and circuit.since_s is not None:
-                since.add_sample(since.name, labels, circuit.since_s)
-        yield states
-        yield since
-        yield _closed(c.CIRCUITS, counts)
+
+@dataclass(slots=True, kw_only=True)
+class Snapshot:
+    """What one scrape reports, copied off the live state."""
+
+    tables: list[tuple[MetricSpec, list[tuple[tuple[str, ...] | None, SeriesValue]]]]
+    circuits: list[tuple[CircuitKey, State, float | None]]
+    transitions: dict[tuple[str, ...], float]
+    probes: dict[tuple[str, ...], float]
+    classification_errors: dict[tuple[str, ...], float]
+    duplicate_spans: float
+    series: dict[tuple[str, ...], float]
+    folded: dict[tuple[str, ...], float]
+
+
+def _copy(value: SeriesValue) -> SeriesValue:
+    if isinstance(value, CounterValue):
+        return CounterValue(value.total, value.exemplar)
+    if isinstance(value, GaugeValue):
+        return GaugeValue(value.value)
+    return HistogramValue(value.bounds, list(value.counts), value.sum, dict(value.exemplars))
+
+
+def _families(data: Snapshot, config: TelemetryConfig) -> Iterator[Metric]:
+    for spec, series in data.tables:
+        yield _family(spec, series)
+    yield from _circuits(data.circuits, config.max_series_per_metric)
+    yield _closed(c.TRANSITIONS, data.transitions)
+    yield _closed(c.PROBES, data.probes)
+    yield _closed(c.CLASSIFICATION_ERRORS, data.classification_errors)
+    yield _closed(c.DUPLICATE_SPANS, {(): data.duplicate_spans})
+    yield _closed(c.SERIES, data.series)
+    yield _closed(c.OVERFLOW, data.folded)
+
+
+def _circuits(read: list[tuple[CircuitKey, State, float | None]], cap: int) -> Iterator[Metric]:
+    # The circuits that say something first, so the cap never hides an open one.
+    read = sorted(read, key=lambda item: _SEVERITY_ORDER.get(item[1], 3))
+    counts: dict[tuple[str, ...], float] = {
+        (scope, state.value): 0 for scope in ("server", "tool") for state in State
+    }
+    states = Metric(c.CIRCUIT_STATE.full_name, c.CIRCUIT_STATE.help, "stateset")
+    since = Metric(c.CIRCUIT_FAILING_SINCE.full_name, c.CIRCUIT_FAILING_SINCE.help, "gauge")
+    for index, (key, state, since_s) in enumerate(read):
+        scope = key.scope.value
+        counts[(scope, state.value)] += 1
+        if index >= cap:
+            continue
+        labels = {"scope": scope, "key": label_value(key.name)}
+        if key.tenant:  # two tenants may name the same server: never one series
+            labels["tenant"] = label_value(key.tenant)
+        for each in State:
+            states.add_sample(
+                states.name, {**labels, states.name: each.value}, 1.0 if each is state else 0.0
+            )
+        failing = state not in (State.CLOSED, State.FORCED_CLOSED)  # forced closed: aside
+        if failing and since_s is not None:
+            since.add_sample(since.name, labels, since_s)
+    yield states
+    yield since
+    yield _closed(c.CIRCUITS, counts)
 
 
 def _maker(spec: MetricSpec) -> Callable[[], SeriesValue]:

@@ -3,34 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import Metric
 from prometheus_client.exposition import choose_encoder
 
 Readiness = Callable[[], Awaitable[tuple[bool, str]]]
 
 
-class _Collected:
-    """Families already read: what the encoder iterates over, away from the event loop."""
+def make_app(
+    registry: CollectorRegistry,
+    readiness: Readiness,
+    prepare: Sequence[Callable[[], None]] = (),
+) -> web.Application:
+    """``prepare``: steps that copy live state on the event loop before a scrape, so the
+    collectors can then build and format tens of thousands of samples in a thread. The
+    other collectors read only counters (with their own locks) and plain numbers there."""
+    one_at_a_time = asyncio.Lock()  # each prepared copy is read by the scrape that made it
 
-    def __init__(self, families: list[Metric]) -> None:
-        self._families = families
-
-    def collect(self) -> Iterable[Metric]:
-        return self._families
-
-
-def make_app(registry: CollectorRegistry, readiness: Readiness) -> web.Application:
     async def metrics(request: web.Request) -> web.Response:
         # OpenMetrics when the scraper asks for it (Prometheus does), text format otherwise.
         encode, content_type = choose_encoder(request.headers.get("Accept", ""))
-        # Reading the state happens on the loop that owns it; formatting a large scrape
-        # (tens of thousands of samples) happens in a thread, so intake does not wait.
-        families = list(registry.collect())
-        body = await asyncio.to_thread(encode, _Collected(families))
+        async with one_at_a_time:
+            for step in prepare:
+                step()
+            body = await asyncio.to_thread(encode, registry)
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def healthz(request: web.Request) -> web.Response:
