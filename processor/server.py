@@ -63,6 +63,35 @@ def _listen(endpoint: str, what: str) -> socket.socket:
         raise StartupError(f"{what}: cannot listen on {endpoint}: {error.strerror}") from None
 
 
+def _grpc_server(max_receive_bytes: int) -> grpc.aio.Server:
+    return grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", max_receive_bytes),
+            # gRPC shares ports by default; a second instance must fail, not split traffic.
+            ("grpc.so_reuseport", 0),
+        ]
+    )
+
+
+def _bind(
+    server: grpc.aio.Server,
+    endpoint: str,
+    credentials: grpc.ServerCredentials | None,
+    what: str,
+) -> int:
+    """The port ``server`` listens on, or a StartupError naming what could not listen."""
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(endpoint)
+        else:
+            port = server.add_secure_port(endpoint, credentials)
+    except RuntimeError:
+        port = 0
+    if not port:
+        raise StartupError(f"{what}: cannot listen on {endpoint}")
+    return int(port)
+
+
 class Service:
     """The running processor. ``start()``, then ``stop()``; ports are known after start."""
 
@@ -146,22 +175,11 @@ class Service:
 
     async def _start_grpc(self, intake: Intake) -> None:
         limit = self.config.receivers.grpc.max_recv_msg_bytes
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", limit),
-                # gRPC shares ports by default; a second instance must fail, not split traffic.
-                ("grpc.so_reuseport", 0),
-            ]
-        )
+        server = _grpc_server(limit)
         server.add_generic_rpc_handlers((grpc_receiver.trace_service_handler(intake),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         endpoint = self.config.receivers.grpc.endpoint
-        try:
-            port = server.add_insecure_port(endpoint)
-        except RuntimeError:
-            port = 0
-        if not port:
-            raise StartupError(f"OTLP/gRPC receiver: cannot listen on {endpoint}")
+        port = _bind(server, endpoint, None, "OTLP/gRPC receiver")
         await server.start()
         self._grpc_server = server
         self.ports["otlp_grpc"] = port
@@ -170,24 +188,10 @@ class Service:
 
     async def _start_advisories(self, advisories: AdvisoryService) -> None:
         config = self.config.advisories
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", ADVISORY_MAX_MESSAGE_BYTES),
-                ("grpc.so_reuseport", 0),
-            ]
-        )
+        server = _grpc_server(ADVISORY_MAX_MESSAGE_BYTES)
         pb_grpc.add_AdvisoriesServicer_to_server(AdvisoriesServicer(advisories), server)  # type: ignore[no-untyped-call]
         pb_grpc.add_AdminServicer_to_server(AdminServicer(advisories), server)  # type: ignore[no-untyped-call]
-        credentials = server_credentials(config.tls)
-        try:
-            if credentials is None:
-                port = server.add_insecure_port(config.endpoint)
-            else:
-                port = server.add_secure_port(config.endpoint, credentials)
-        except RuntimeError:
-            port = 0
-        if not port:
-            raise StartupError(f"advisories: cannot listen on {config.endpoint}")
+        port = _bind(server, config.endpoint, server_credentials(config.tls), "advisories")
         await server.start()
         self._advisory_server = server
         self.ports["advisories"] = port

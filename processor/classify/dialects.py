@@ -24,6 +24,8 @@ HARNESS_LIST = "mcp.tools.list"
 # Set by a harness (the client library's adapter) on a call it did not make because an
 # advisory said the tool was out; its outcome is neutral (cancelled) either way.
 REFUSED_ATTRIBUTE = "mcp.breaker.refused"
+# Instead of the arguments: a digest of them (the client library records only this).
+ARGS_HASH_ATTRIBUTE = "mcp.tool.args_hash"
 SDK_CLIENT_PREFIX = "MCP send "  # the official mcp SDK 2.x client span names
 MCP_SDK_SCOPE = "mcp-python-sdk"  # instrumentation scope names
 FASTMCP_SCOPE = "fastmcp"
@@ -125,7 +127,7 @@ def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
         server=span.text("mcp.server.name"),
         arguments=arguments,
         has_arguments=raw_arguments is not None and arguments is not None,
-        arguments_digest=span.text("mcp.tool.args_hash"),
+        arguments_digest=span.text(ARGS_HASH_ATTRIBUTE),
         signals=Signals(
             outcome_attribute=span.text("mcp.tool.outcome"),
             failure_class_attribute=span.text("mcp.tool.failure_class"),

@@ -21,18 +21,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from processor.classify.fingerprint import arguments_digest, fingerprint
-
-SERVER_SEPARATOR = "__"  # "playwright__browser_navigate": as processor/classify/classifier.py
-ARGS_HASH_ATTRIBUTE = "mcp.tool.args_hash"
+from processor.classify.classifier import server_prefix
+from processor.classify.dialects import ARGS_HASH_ATTRIBUTE
+from processor.classify.fingerprint import arguments_digest, fingerprint, fingerprints
 
 
 def resolve_server(server: str | None, tool: str) -> str:
     """The server a call goes to as the service names it; "" when nothing names one."""
-    if server:
-        return server
-    prefix, separator, _ = tool.partition(SERVER_SEPARATOR)
-    return prefix if separator and prefix else ""
+    return server or server_prefix(tool) or ""
+
+
+def _is_json(arguments: Any) -> bool:
+    try:
+        json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return False  # not JSON: no fingerprint on either side, rather than a made-up one
+    return True
 
 
 def recorded_arguments(arguments: Any) -> dict[str, str]:
@@ -40,27 +44,19 @@ def recorded_arguments(arguments: Any) -> dict[str, str]:
     arguments themselves. Spans travel on to tracing backends, and arguments carry what
     users typed (paths, queries, tokens); the digest is all the breaker needs. Empty for
     arguments that are not JSON."""
-    try:
-        json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        return {}  # not JSON: no fingerprint on either side, rather than a made-up one
-    return {ARGS_HASH_ATTRIBUTE: arguments_digest(arguments)}
+    return {ARGS_HASH_ATTRIBUTE: arguments_digest(arguments)} if _is_json(arguments) else {}
 
 
 def call_fingerprint(server: str | None, tool: str, arguments: Any) -> str | None:
     """The fingerprint the service will give this call's span; None without arguments."""
-    if arguments is None:
+    if arguments is None or not _is_json(arguments):
         return None
-    recorded = recorded_arguments(arguments)
-    if ARGS_HASH_ATTRIBUTE in recorded:
-        return fingerprint(server or None, tool, {"args_hash": recorded[ARGS_HASH_ATTRIBUTE]})
-    return None
+    return fingerprint(server or None, tool, {"args_hash": arguments_digest(arguments)})
 
 
 def call_fingerprints(server: str | None, tool: str, arguments: Any) -> tuple[str, ...]:
     """Every fingerprint a span of this call may carry: the digest form this library
     records, and the raw form of a harness that records ``mcp.tool.arguments`` itself."""
-    hashed = call_fingerprint(server, tool, arguments)
-    if hashed is None:
+    if arguments is None or not _is_json(arguments):
         return ()
-    return (hashed, fingerprint(server or None, tool, arguments))
+    return fingerprints(server or None, tool, arguments)

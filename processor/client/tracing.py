@@ -60,6 +60,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from processor.advisories.v1 import advisories_pb2 as pb
+from processor.classify.dialects import REFUSED_ATTRIBUTE
 from processor.classify.redact import redact
 from processor.client.calls import recorded_arguments
 
@@ -242,7 +243,7 @@ class ToolCallRecord:
     def refused(self, advisory: pb.Advisory | None) -> None:
         """mcp-breaker's advisory kept the call from being made: neutral, marked refused."""
         self._set_outcome("cancelled")
-        self.span.set_attribute("mcp.breaker.refused", True)
+        self.span.set_attribute(REFUSED_ATTRIBUTE, True)
         if advisory is not None:
             self.span.set_attribute("mcp.breaker.advisory", advisory.id)
 

@@ -9,17 +9,9 @@ from prometheus_client.registry import Collector
 
 from processor.advisories.service import AdvisoryService
 from processor.telemetry import catalogue as c
-from processor.telemetry.catalogue import Kind, MetricSpec
+from processor.telemetry.findings import closed_family
 
 VERDICTS = ("allow", "deny", "probe")
-
-
-def _family(spec: MetricSpec, samples: dict[tuple[str, ...], float]) -> Metric:
-    family = Metric(spec.full_name, spec.help, spec.kind.value, spec.unit)
-    name = spec.scraped_name if spec.kind is Kind.COUNTER else spec.full_name
-    for labels, value in samples.items():
-        family.add_sample(name, dict(zip(spec.labels, labels, strict=True)), value)
-    return family
 
 
 class AdvisoryCollector(Collector):
@@ -29,8 +21,8 @@ class AdvisoryCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         service = self._service
         stats = service.stats
-        yield _family(c.SUBSCRIBERS, {(): len(service.broadcaster.subscribers)})
-        yield _family(c.ADVISORIES, {(): len(service.hub)})
-        yield _family(c.ADVISORY_CHANGES, {(): stats.changes})
-        yield _family(c.SUBSCRIBERS_CUT, {(): stats.cut_off})
-        yield _family(c.CHECKS, {(v,): stats.checks.get(v, 0) for v in VERDICTS})
+        yield closed_family(c.SUBSCRIBERS, {(): len(service.broadcaster.subscribers)})
+        yield closed_family(c.ADVISORIES, {(): len(service.hub)})
+        yield closed_family(c.ADVISORY_CHANGES, {(): stats.changes})
+        yield closed_family(c.SUBSCRIBERS_CUT, {(): stats.cut_off})
+        yield closed_family(c.CHECKS, {(v,): stats.checks.get(v, 0) for v in VERDICTS})

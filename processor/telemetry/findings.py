@@ -260,12 +260,12 @@ def _families(data: Snapshot, config: TelemetryConfig) -> Iterator[Metric]:
     for spec, series in data.tables:
         yield _family(spec, series)
     yield from _circuits(data.circuits, config.max_series_per_metric)
-    yield _closed(c.TRANSITIONS, data.transitions)
-    yield _closed(c.PROBES, data.probes)
-    yield _closed(c.CLASSIFICATION_ERRORS, data.classification_errors)
-    yield _closed(c.DUPLICATE_SPANS, {(): data.duplicate_spans})
-    yield _closed(c.SERIES, data.series)
-    yield _closed(c.OVERFLOW, data.folded)
+    yield closed_family(c.TRANSITIONS, data.transitions)
+    yield closed_family(c.PROBES, data.probes)
+    yield closed_family(c.CLASSIFICATION_ERRORS, data.classification_errors)
+    yield closed_family(c.DUPLICATE_SPANS, {(): data.duplicate_spans})
+    yield closed_family(c.SERIES, data.series)
+    yield closed_family(c.OVERFLOW, data.folded)
 
 
 def _circuits(read: list[tuple[CircuitKey, State, float | None]], cap: int) -> Iterator[Metric]:
@@ -293,7 +293,7 @@ def _circuits(read: list[tuple[CircuitKey, State, float | None]], cap: int) -> I
             since.add_sample(since.name, labels, since_s)
     yield states
     yield since
-    yield _closed(c.CIRCUITS, counts)
+    yield closed_family(c.CIRCUITS, counts)
 
 
 def _maker(spec: MetricSpec) -> Callable[[], SeriesValue]:
@@ -345,7 +345,8 @@ def _family(
     return family
 
 
-def _closed(spec: MetricSpec, values: dict[tuple[str, ...], float]) -> Metric:
+def closed_family(spec: MetricSpec, values: dict[tuple[str, ...], float]) -> Metric:
+    """A family whose label sets are known and few: a counter or gauge per set."""
     family = Metric(spec.full_name, spec.help, spec.kind.value, spec.unit)
     sample = f"{spec.full_name}_total" if spec.kind is Kind.COUNTER else spec.full_name
     for labels, value in values.items():
