@@ -1,4 +1,4 @@
-"""The captures in shared/fixtures/real-spans classify to what the client actually saw.
+"""The captures in tests/fixtures/real-spans classify to what the client actually saw.
 
 Where a dialect's spans do not carry a fact, the expectation says what they do carry, and
 why (the mcp SDK 2.x and fastmcp record no result body, so a failure hidden in a success
@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from processor.classify.classifier import Classifier
 from processor.classify.events import Dialect, FailureClass, Outcome, ToolCall, ToolListing
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "real-spans"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real-spans"
 
 OK = (Outcome.OK, None)
 TOOL_ERROR = (Outcome.FAILED, FailureClass.TOOL_ERROR)

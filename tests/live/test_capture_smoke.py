@@ -2,7 +2,7 @@
 
 Per stack: the client and the stdio tool server both export spans; each of the six calls
 has a client span and a server span (found the way that stack's dialect spells them) in the
-turn's trace; and the client observed what the fixture in shared/fixtures/real-spans did.
+turn's trace; and the client observed what the fixture in tests/fixtures/real-spans did.
 """
 
 from __future__ import annotations
