@@ -25,10 +25,10 @@ from collections.abc import Callable
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from payload import SPANS_PER_REQUEST, build_requests
 
-from processor.analyze import Analyzer
 from processor.classify.classifier import Classifier
 from processor.config import BreakerConfig
 from processor.engines.breaker import Breaker
+from processor.pipeline import Pipeline
 from processor.stage import Stage
 
 CLOCK_STEP_S = 0.001  # the fake clock advances per request, as arrivals would
@@ -66,8 +66,8 @@ def measure(variant: str, rounds: int) -> dict[str, float]:
     def fresh_stage() -> Stage:
         # A new classifier per round: each span is new to it, as in real traffic (a
         # classifier that saw the span before only checks that and moves on).
-        analyzer = Analyzer(Classifier(), Breaker(BreakerConfig()), clock=now)
-        return Stage((analyzer,), markers=(b"",))  # always parse
+        pipeline = Pipeline(Classifier(), Breaker(BreakerConfig()), clock=now)
+        return Stage((pipeline,), markers=(b"",))  # always parse
 
     def baseline() -> None:
         for payload in payloads:

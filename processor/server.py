@@ -1,8 +1,8 @@
 """Wires the pipeline together and owns start-up and shutdown.
 
     receivers (gRPC 4317, HTTP 4318) ─▶ intake ─▶ stage ─▶ forwarder ─▶ next hop
-    stage ─▶ analyzer ─▶ findings ─▶ metrics (scraped on 9464), other consumers
-    analyzer ─▶ advisories (4320): Subscribe, Check, GetState; Admin
+    stage ─▶ pipeline ─▶ findings ─▶ metrics (scraped on 9464), other consumers
+    pipeline ─▶ advisories (4320): Subscribe, Check, GetState; Admin
     telemetry (9464): /metrics /healthz /readyz; gRPC health on the OTLP port
 
 Shutdown order matters: stop taking spans first (health says NOT_SERVING, listeners close
@@ -27,7 +27,6 @@ from processor.advisories.admin import AdminServicer
 from processor.advisories.auth import server_credentials
 from processor.advisories.service import AdvisoriesServicer, AdvisoryService
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
-from processor.analyze import Analyzer, Sink
 from processor.classify.classifier import Classifier
 from processor.config import ServiceConfig, split_endpoint
 from processor.engines.breaker import Breaker
@@ -36,6 +35,7 @@ from processor.errors import StartupError
 from processor.forward.queue import Downstream, DrainReport, Forwarder, Release
 from processor.forward.senders import Sender, make_sender
 from processor.otlp import SERVICE_NAME
+from processor.pipeline import Pipeline, Sink
 from processor.receive import grpc as grpc_receiver
 from processor.receive import http as http_receiver
 from processor.receive.intake import Intake
@@ -125,13 +125,13 @@ class Service:
         if self.advisories is not None:
             consumers.append(self.advisories)
             self.registry.register(AdvisoryCollector(self.advisories))
-        self.analyzer = Analyzer(
+        self.pipeline = Pipeline(
             classifier, self.breaker, (*consumers, *event_sinks), RosterHealth(config.roster)
         )
         self.stage = (
             stage
             if stage is not None
-            else Stage((self.analyzer,), on_hook_error=self.metrics.stage_errors.inc)
+            else Stage((self.pipeline,), on_hook_error=self.metrics.stage_errors.inc)
         )
         self._ticker: asyncio.Task[None] | None = None
         self._sender = sender
@@ -211,7 +211,7 @@ class Service:
         interval = min(TICK_INTERVAL_S, self.config.classify.pair_wait_s / 4)
         while True:
             await asyncio.sleep(interval)
-            self.analyzer.tick()
+            self.pipeline.tick()
             if self.advisories is not None:
                 self.advisories.expire()
 
@@ -271,7 +271,7 @@ class Service:
             await self._advisory_server.stop(ADVISORY_STOP_GRACE_S)
         if self._ticker is not None:
             self._ticker.cancel()
-            self.analyzer.flush()
+            self.pipeline.flush()
         report = None
         if self.forwarder is not None:
             grace = self.config.forward.shutdown_grace_s

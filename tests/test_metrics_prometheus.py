@@ -65,7 +65,7 @@ SCRAPE_SETTLE_S = 90  # a deadline on waiting for Prometheus, never a measured d
 
 
 class Sink:
-    """What the service decided, as its analyzer hands it to every event sink."""
+    """What the service decided, as its pipeline hands it to every event sink."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -2,7 +2,7 @@
 
 Call decisions come from running a real ``Breaker`` over ToolCalls built by hand (span time
 only, see tests/engine_builders.py), roster findings from a real ``RosterHealth``; a few
-come through the real ``Analyzer`` from OTLP spans. ``FindingMetrics`` gets a fake clock
+come through the real ``Pipeline`` from OTLP spans. ``FindingMetrics`` gets a fake clock
 for its own idle expiry, and is read the way Prometheus reads it: registered on a fresh
 registry, through ``get_sample_value``, the OpenMetrics exposition and its parser.
 """
@@ -22,7 +22,6 @@ from prometheus_client.parser import (
 )
 from prometheus_client.samples import Sample
 
-from processor.analyze import Analyzer
 from processor.classify.classifier import Classifier, PairingStats
 from processor.classify.events import (
     Dialect,
@@ -36,6 +35,7 @@ from processor.config import BreakerConfig, TelemetryConfig
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import CircuitKey, Scope, State
 from processor.engines.roster import RosterHealth
+from processor.pipeline import Pipeline
 from processor.telemetry.findings import FindingMetrics
 from processor.telemetry.series import MAX_LABEL_VALUE_CHARS, OVERFLOW_LABEL
 from tests import classify_builders as otlp
@@ -544,12 +544,12 @@ def test_namespaces_missing_is_the_latest_listing_that_named_them() -> None:
     assert rig.value(P + "roster_namespaces_missing", harness=HARNESS, server="gitea") == 0
 
 
-def test_stale_roster_both_ways_through_the_analyzer() -> None:
-    """Through the real Analyzer, from OTLP spans: a listing offering a tool whose circuit
+def test_stale_roster_both_ways_through_the_pipeline() -> None:
+    """Through the real Pipeline, from OTLP spans: a listing offering a tool whose circuit
     is open (offered_open), and an unknown-tool failure for a tool the turn's listing
     offered (offered_unknown)."""
     rig = Rig()
-    analyzer = Analyzer(
+    pipeline = Pipeline(
         Classifier(), rig.breaker, (rig.metrics,), RosterHealth(), clock=lambda: 0.0
     )
     spans = [
@@ -587,8 +587,8 @@ def test_stale_roster_both_ways_through_the_analyzer() -> None:
         },
         span=11,
     )
-    analyzer(otlp.make_request(*spans, service=HARNESS))
-    analyzer(otlp.make_request(offered, unknown, service=HARNESS))
+    pipeline(otlp.make_request(*spans, service=HARNESS))
+    pipeline(otlp.make_request(offered, unknown, service=HARNESS))
     stale = {s.labels["direction"]: s.value for s in rig.samples(P + "stale_roster_total")}
     assert stale == {"offered_open": 1, "offered_unknown": 1}
     assert {s.labels["harness"] for s in rig.samples(P + "stale_roster_total")} == {HARNESS}

@@ -1,6 +1,6 @@
 """The advisory port (4320): gRPC servicers that translate between the wire and the hub.
 
-    analyzer ─▶ AdvisoryService (a sink) ─▶ hub.observe ─▶ Broadcaster ─▶ one queue per subscriber
+    pipeline ─▶ AdvisoryService (a sink) ─▶ hub.observe ─▶ Broadcaster ─▶ one queue per subscriber
     Check / GetState ─▶ Checker, hub         (Admin: admin.py)
 
 Everything runs on the service's event loop. Publishing never waits: each subscriber has a

@@ -1,6 +1,6 @@
 """Metrics derived from the analysis: a sink for its findings, a collector for the scrape.
 
-``FindingMetrics`` is one of the analyzer's consumers: each call decision and roster
+``FindingMetrics`` is one of the pipeline's consumers: each call decision and roster
 finding updates plain counters here (bounded ``SeriesTable``s for the labels outsiders
 name). At scrape time ``collect`` translates them into Prometheus families, and reads the
 breaker's circuits and the classifier's pairing counts live, never copying them.

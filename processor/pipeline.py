@@ -1,4 +1,7 @@
-"""The stage hook that reads MCP spans: classify, decide, annotate, and tell the consumers.
+"""The in-flight pipeline: the stage hook that reads MCP spans as they pass through the
+hop — classify, decide, annotate, and tell the consumers. (The offline report over
+recorded traces, ``mcp-breaker analyze``, lives in ``processor/offline/`` and drives this
+same pipeline.)
 
     classify (pure) -> breaker (pure) -> annotate the request's spans -> sinks
 
@@ -29,7 +32,7 @@ Finding = Event | CallDecision | RosterFinding
 Sink = Callable[[Finding], None]
 
 
-class Analyzer:
+class Pipeline:
     def __init__(
         self,
         classifier: Classifier,
