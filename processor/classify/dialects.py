@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from processor.classify.events import Dialect, Side
-from processor.classify.outcome import Signals, as_int
+from processor.classify.outcome import Signals, as_int, result_signals
+from processor.classify.result import as_bool, read_result
 from processor.classify.spanview import AttributeValue, SpanView, loads
 
 CALL_METHOD = "tools/call"
@@ -115,7 +116,9 @@ def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
             counts=counts,
             session_id=span.text("mcp.session.id"),
         )
-    result = loads(attrs.get("mcp.tool.result"))
+    result = read_result(
+        attrs.get("mcp.tool.result"), is_error=as_bool(attrs.get("mcp.tool.is_error"))
+    )
     raw_arguments = attrs.get("mcp.tool.arguments")
     arguments = loads(raw_arguments)
     return Reading(
@@ -135,11 +138,9 @@ def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
             status_error=span.is_error,
             status_message=span.text("mcp.tool.error") or span.status_message,
             exceptions=span.exceptions,
-            is_error=_bool(attrs.get("mcp.tool.is_error")),
-            result_body=result,
-            result_text=_text_of(result) if result is not None else "",
             hidden_patterns=patterns,
             refused_by_advisory=attrs.get(REFUSED_ATTRIBUTE) is True,
+            **result_signals(result),
         ),
         request_id=span.text("jsonrpc.request.id"),
         session_id=span.text("mcp.session.id"),
@@ -171,7 +172,7 @@ def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -
         )
     raw_arguments = attrs.get("gen_ai.tool.call.arguments")
     arguments = loads(raw_arguments)
-    result = loads(attrs.get("gen_ai.tool.call.result"))
+    result = read_result(attrs.get("gen_ai.tool.call.result"))
     rpc_code = span.text("rpc.response.status_code") or span.text("rpc.jsonrpc.error_code")
     return Reading(
         kind=Kind.CALL,
@@ -185,12 +186,12 @@ def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -
         signals=_signals(
             span,
             rpc_code=as_int(rpc_code),
-            result_body=result,
-            result_text=_text_of(result) if result is not None else "",
             # The mcp SDK 2.x leaves its client span UNSET even when the tool failed; the
             # server span, and every other dialect's spans, set error.type on failure.
             silence_means_ok=not sdk_client,
+            answered=side is Side.SERVER,
             hidden_patterns=patterns,
+            **result_signals(result),
         ),
         request_id=span.text("jsonrpc.request.id"),
         session_id=span.text("mcp.session.id"),
@@ -203,8 +204,6 @@ def _traceloop_call(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Read
     given = given if isinstance(given, dict) else {}
     output = loads(attrs.get("traceloop.entity.output"))
     output = output if isinstance(output, dict) else {}
-    result = output.get("result")
-    body = loads(result) if isinstance(result, str) else result
     has_arguments = "arguments" in given
     return Reading(
         kind=Kind.CALL,
@@ -218,11 +217,9 @@ def _traceloop_call(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Read
         has_arguments=has_arguments,
         signals=_signals(
             span,
-            is_error=_bool(output.get("is_error")) if output else None,
-            result_body=body,
-            result_text=_text_of(result) if result is not None else "",
             silence_means_ok=bool(output),
             hidden_patterns=patterns,
+            **result_signals(read_result(output) if output else read_result(None)),
         ),
     )
 
@@ -251,24 +248,21 @@ def _logfire(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading | N
     params = params if isinstance(params, dict) else {}
     response = loads(attrs.get("response"))
     response = response if isinstance(response, dict) else {}
-    structured = response.get("structuredContent")
-    text = _text_of(response.get("content")) if response else ""
-    body = structured if structured is not None else loads(text) if text else None
+    side = Side.SERVER if span.is_server else Side.CLIENT
     return Reading(
         kind=Kind.CALL,
         dialect=Dialect.LOGFIRE,
-        side=Side.SERVER if span.is_server else Side.CLIENT,
+        side=side,
         span=span,
         tool=str(params.get("name") or _tool_from_name(span.name, method)),
         arguments=params.get("arguments"),
         has_arguments="arguments" in params,
         signals=_signals(
             span,
-            is_error=_bool(response.get("isError")) if response else None,
-            result_body=body,
-            result_text=text,
             silence_means_ok=bool(response),
+            answered=side is Side.SERVER,
             hidden_patterns=patterns,
+            **result_signals(read_result(response) if response else read_result(None)),
         ),
         request_id=_str(request.get("id")),
     )
@@ -291,32 +285,6 @@ def _tool_from_name(name: str, method: str) -> str:
     """'tools/call x', 'MCP send tools/call x', 'MCP request: tools/call x' -> 'x'."""
     _, found, rest = name.partition(method)
     return rest.strip() if found else ""
-
-
-def _text_of(value: Any) -> str:
-    """The first text of a result: a string, an MCP content list, or a JSON value."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, dict) and isinstance(item.get("text"), str):
-                return str(item["text"])
-        return ""
-    if isinstance(value, dict):
-        content = value.get("content")
-        if content is not None:
-            return _text_of(content)
-        message = value.get("message")
-        return message if isinstance(message, str) else ""
-    return ""
-
-
-def _bool(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    return None
 
 
 def _str(value: Any) -> str | None:

@@ -26,6 +26,16 @@ class FailureClass(enum.StrEnum):
     HIDDEN = "hidden"  # isError false around a typed failure body
 
 
+class FailureOrigin(enum.StrEnum):
+    """Who a failure is evidence about: the server's session, or the tool alone."""
+
+    # The MCP server never answered (the connection or session is gone), or a proxy in
+    # front of it said its upstream MCP session is gone: evidence about the whole server.
+    SESSION = "session"
+    NO_ANSWER = "no_answer"  # timed out waiting for the server: the tool may just be slow
+    TOOL = "tool"  # the server answered: the tool ran (or was refused) and reported failure
+
+
 class NeutralReason(enum.StrEnum):
     DECLINED = "declined"  # the user refused permission
     DISMISSED = "dismissed"  # the user dismissed a question
@@ -57,6 +67,7 @@ class Verdict:
     outcome: Outcome
     failure_class: FailureClass | None = None
     neutral_reason: NeutralReason | None = None
+    origin: FailureOrigin | None = None  # for failures: what the failure is evidence about
     error_excerpt: str = ""  # redacted, length-capped; built only for failures and neutrals
 
     @property
@@ -82,6 +93,9 @@ class ToolCall:
     dialect: Dialect
     harness: str = ""  # the calling process's service.name, when its resource names one
     tenant: str = ""  # from the resource attribute classify.tenant_attribute; "" = default
+    # When the call was complete enough to decide (the pipeline's arrival clock, seconds):
+    # how long after another call it arrived, for the breaker's reorder window.
+    arrived_s: float = 0.0
 
     @property
     def outcome(self) -> Outcome:

@@ -15,8 +15,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from processor.classify.events import FailureClass, NeutralReason, Outcome, Verdict
+from processor.classify.events import (
+    FailureClass,
+    FailureOrigin,
+    NeutralReason,
+    Outcome,
+    Verdict,
+)
 from processor.classify.redact import redact
+from processor.classify.result import ResultReading
 
 # JSON-RPC error codes (the MCP SDKs use -32001 for a request timeout).
 JSONRPC_CLASSES: Mapping[int, FailureClass] = {
@@ -65,8 +72,16 @@ TIMEOUT_WORDS = re.compile(r"time[sd]? ?out|deadline (exceeded|expired)|\b504\b"
 UNKNOWN_TOOL_WORDS = re.compile(
     r"unknown tool|tool .{0,80}not found|no such tool|notfounderror", re.I
 )
-# A typed failure inside a success envelope: {"_tag": "OrchestratorMcpFailure", ...}.
-FAILURE_TAG = re.compile(r"(failure|error)$", re.I)
+# Words that say the MCP session itself is gone, even when something answered the call: a
+# proxy in front of the server reporting that its upstream MCP session closed (the
+# sirens-echo seed), or the SDK's own closed-stream errors. A tool's backend failing
+# ("billing backend unreachable: connection refused") is not in here.
+SESSION_WORDS = re.compile(
+    r"\bsession (is |was |has been )?(closed|gone|terminated|expired)|mcp session|"
+    r"closed ?resource|broken ?(pipe|resource)|not connected|connection closed|end ?of ?stream",
+    re.I,
+)
+TIMEOUT_CODE = -32001  # the MCP SDKs' own "request timed out": no answer from the server
 
 
 @dataclass(slots=True, kw_only=True)  # not frozen, as SpanView: built per MCP span
@@ -82,9 +97,12 @@ class Signals:
     status_message: str = ""
     exceptions: Sequence[tuple[str, str]] = ()  # (exception.type, exception.message)
     is_error: bool | None = None  # the result's isError
-    result_body: Any = None  # the result's structured content or parsed text
+    typed_failure: Mapping[str, Any] | None = None  # a typed failure body in the result
     result_text: str = ""  # the result's first text, for phrases and excerpts
     silence_means_ok: bool = False  # this side reports failures, so no error means ok
+    # The MCP server answered this call (the span is the server's own, or it records a
+    # result or a JSON-RPC error response): its failure is the tool's, not the session's.
+    answered: bool = False
     refused_by_advisory: bool = False  # the harness heeded an advisory and did not call
     hidden_patterns: Sequence[re.Pattern[str]] = field(default_factory=tuple)
 
@@ -118,23 +136,52 @@ def judge(signals: Signals) -> Verdict:
         failure = _class_from_words(text)  # "failed", with nothing else to say why
     if failure is not None:
         declared = _declared_class(signals.failure_class_attribute)
-        return _verdict(Outcome.FAILED, declared or failure, None, text)
+        failure = declared or failure
+        return _verdict(Outcome.FAILED, failure, None, text, _origin(signals, failure, text))
     says_ok = explicit is not None or signals.is_error is False or signals.status_ok
     if says_ok or signals.silence_means_ok:
         # The T3 seed: a declared failure inside a success envelope is still a failure.
-        if _hidden_failure(signals.result_body, signals.hidden_patterns, signals.result_text):
-            return _verdict(Outcome.FAILED, FailureClass.HIDDEN, None, signals.result_text)
+        hidden = _hidden_failure(signals)
+        if hidden is not None:
+            return _verdict(Outcome.FAILED, FailureClass.HIDDEN, None, hidden, FailureOrigin.TOOL)
         return Verdict(outcome=Outcome.OK)
     return Verdict(outcome=Outcome.UNKNOWN)
 
 
 def _verdict(
-    outcome: Outcome, failure: FailureClass | None, neutral: NeutralReason | None, text: str
+    outcome: Outcome,
+    failure: FailureClass | None,
+    neutral: NeutralReason | None,
+    text: str,
+    origin: FailureOrigin | None = None,
 ) -> Verdict:
     excerpt = redact(text) if outcome is not Outcome.OK else ""
     return Verdict(
-        outcome=outcome, failure_class=failure, neutral_reason=neutral, error_excerpt=excerpt
+        outcome=outcome,
+        failure_class=failure,
+        neutral_reason=neutral,
+        origin=origin,
+        error_excerpt=excerpt,
     )
+
+
+def _origin(signals: Signals, failure: FailureClass, text: str) -> FailureOrigin:
+    """What a failure is evidence about (``docs/breaker.md``, "Who is blamed")."""
+    if SESSION_WORDS.search(text):
+        return FailureOrigin.SESSION  # even if a proxy answered on the dead session's behalf
+    answered = (
+        signals.answered
+        or signals.is_error is True
+        or (signals.rpc_code is not None and signals.rpc_code != TIMEOUT_CODE)
+        or (signals.error_type or "").strip().lower() == FailureClass.TOOL_ERROR.value
+    )
+    if answered:
+        return FailureOrigin.TOOL
+    if failure is FailureClass.TRANSPORT:
+        return FailureOrigin.SESSION
+    if failure is FailureClass.TIMEOUT:
+        return FailureOrigin.NO_ANSWER
+    return FailureOrigin.TOOL
 
 
 def _explicit(
@@ -189,14 +236,38 @@ def _class_from_words(text: str, default: FailureClass = FailureClass.TOOL_ERROR
     return default
 
 
-def _hidden_failure(body: Any, patterns: Sequence[re.Pattern[str]], text: str) -> bool:
-    if isinstance(body, dict):
-        tag = body.get("_tag")
-        if isinstance(tag, str) and FAILURE_TAG.search(tag):
-            return True
-        if isinstance(body.get("error"), dict) or body.get("ok") is False:
-            return True
-    return any(p.search(text) for p in patterns) if text else False
+def _hidden_failure(signals: Signals) -> str | None:
+    """The excerpt of a failure returned as a success, or None when the result is one."""
+    body = signals.typed_failure
+    if body is not None:
+        return _describe(body) or signals.result_text
+    text = signals.result_text
+    if text and any(p.search(text) for p in signals.hidden_patterns):
+        return text
+    return None
+
+
+def _describe(body: Mapping[str, Any]) -> str:
+    """``OrchestratorMcpFailure (orchestration_error): The operation could not be
+    completed.``: the typed failure in the words the model and the operator read."""
+    error = body.get("error")
+    fields = error if isinstance(error, dict) else body
+    tag = body.get("_tag") or fields.get("type") or fields.get("name")
+    code = fields.get("code")
+    message = fields.get("message")
+    head = " ".join(str(v) for v in (tag, f"({code})" if code is not None else None) if v)
+    if isinstance(message, str) and message:
+        return f"{head}: {message}" if head else message
+    return head
+
+
+def result_signals(result: ResultReading) -> dict[str, Any]:
+    """The Signals fields a recorded result fills, for the dialect readers."""
+    return {
+        "is_error": result.is_error,
+        "typed_failure": result.typed_failure,
+        "result_text": result.text,
+    }
 
 
 _INTEGER = re.compile(r"-?[0-9]{1,11}")

@@ -84,17 +84,53 @@ def span_processor(endpoint: str, *, simple: bool) -> SpanProcessor:
     return SimpleSpanProcessor(exporter) if simple else BatchSpanProcessor(exporter)
 
 
-def install_tracing(service_name: str, endpoint: str, *, simple: bool) -> TracerProvider:
+NO_TRACING = "none"  # as an endpoint: the process exports no spans at all
+
+
+def install_tracing(
+    service_name: str,
+    endpoint: str,
+    *,
+    simple: bool,
+    skip_scopes: frozenset[str] = frozenset(),
+) -> TracerProvider:
     """A global TracerProvider exporting to ``endpoint``, shut down (flushed) at exit.
 
     Servers use ``simple=True``: each span leaves when it ends, so nothing is lost when the
-    client closes stdin and the process is torn down.
+    client closes stdin and the process is torn down. ``endpoint`` ``none``: no exporter.
+    Spans of ``skip_scopes`` (instrumentation scopes) are not exported.
     """
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-    provider.add_span_processor(span_processor(endpoint, simple=simple))
+    if endpoint != NO_TRACING:
+        processor = span_processor(endpoint, simple=simple)
+        if skip_scopes:
+            processor = SkipScopes(processor, skip_scopes)
+        provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
     atexit.register(provider.shutdown)
     return provider
+
+
+class SkipScopes(SpanProcessor):
+    """Hands on every ended span but those of the given instrumentation scopes."""
+
+    def __init__(self, inner: SpanProcessor, scopes: frozenset[str]) -> None:
+        self._inner = inner
+        self._scopes = scopes
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self._inner.on_start(span, parent_context)
+
+    def on_end(self, span: Any) -> None:
+        scope = span.instrumentation_scope
+        if scope is None or scope.name not in self._scopes:
+            self._inner.on_end(span)
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._inner.force_flush(timeout_millis)
 
 
 def observed(

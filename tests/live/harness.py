@@ -92,9 +92,15 @@ def _child_env() -> dict[str, str]:
 
 
 def run_capture(
-    stack: str, endpoint: str, *, turn_id: str | None = None, timeout_s: float = 120
+    stack: str,
+    endpoint: str,
+    *,
+    turn_id: str | None = None,
+    timeout_s: float = 120,
+    client: str | None = None,
 ) -> dict[str, Any]:
-    """Run the stack's capture client against ``endpoint``; return its ``result.json``.
+    """Run the stack's capture client (``client_<client or stack>.py``) against
+    ``endpoint``; return its ``result.json``.
 
     The result holds ``trace_id`` (hex, of the turn span), ``turn_id``, ``tools_listed``
     and ``calls``: per call ``call``, ``arguments``, ``isError``, ``text``, ``raised``.
@@ -102,7 +108,7 @@ def run_capture(
     python = ensure_venv(stack)
     with tempfile.TemporaryDirectory(prefix=f"live-{stack}-") as tmp:
         out = Path(tmp) / "result.json"
-        command = [str(python), str(LIVE_DIR / f"client_{stack}.py")]
+        command = [str(python), str(LIVE_DIR / f"client_{client or stack}.py")]
         command += ["--endpoint", endpoint, "--out", str(out)]
         if turn_id is not None:
             command += ["--turn-id", turn_id]

@@ -135,3 +135,33 @@ def test_live_listing_is_one_event(stack: str, service: tuple[ServiceThread, Rec
     wait_until(lambda: len(recorder.calls(result["trace_id"])) >= len(CALLS), timeout_s=30)
     listings = [e for e in recorder.events if isinstance(e, ToolListing)]
     assert len(listings) == 1, listings
+
+
+def test_a_client_that_records_results_reads_the_hidden_failure(
+    service: tuple[ServiceThread, Recorder],
+) -> None:
+    """The real mcp SDK 2.x and its server, with a harness that records each call's
+    result envelope on its own semconv client span (the opt-in gen_ai.tool.call.result),
+    and no server-side spans: the typed failure under isError false reads hidden."""
+    running, recorder = service
+    result = harness.run_capture(
+        "mcp2", running.grpc_endpoint, turn_id="turn-results", client="mcp2_results"
+    )
+    trace_id = result["trace_id"]
+    wait_until(
+        lambda: len(recorder.calls(trace_id)) >= len(CALLS),
+        timeout_s=30,
+        what=f"{len(CALLS)} classified calls",
+    )
+    calls = recorder.calls(trace_id)
+    verdicts = {c.tool: (c.outcome, c.failure_class) for c in calls}
+    assert verdicts["refusing_tool"] == HIDDEN
+    assert verdicts["ok_tool"] == OK
+    assert verdicts["raising_tool"] == TOOL_ERROR
+    assert {c.dialect for c in calls} == {Dialect.SEMCONV}
+    refusal = next(c for c in calls if c.tool == "refusing_tool")
+    assert refusal.verdict.error_excerpt == (
+        "PolicyRefusalFailure (policy_denied): refusing to modify prod-db"
+    )
+    observed = {c["call"]: c for c in result["calls"]}
+    assert observed["refusing_tool"]["isError"] is False  # what the client itself saw
