@@ -1,8 +1,11 @@
 """Write the verdicts back onto the spans they were read from, as ``mcp.breaker.*``.
 
-Only spans of the request being processed can be annotated: a call decided later (its
-other half came in another request, or never) goes out with the spans unannotated, and
-its decision reaches the metrics and the advisories all the same. An attribute the span
+Every call span that is forwarded says at least how its call ended as far as the span
+itself tells (``mcp.breaker.outcome``, and ``failure_class`` when it failed). The
+breaker's decision — dead call, state, rule, the failure it repeats — is added when the
+call is decided in the span's own request. A call decided later (its other half comes in
+another request, or never) goes out with ``mcp.breaker.pending = true`` instead, and its
+decision reaches the metrics and the advisories all the same. An attribute the span
 already carries is never overwritten.
 """
 
@@ -13,6 +16,8 @@ from collections.abc import Mapping
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from processor.classify.classifier import SpanFate
+from processor.classify.events import Verdict
 from processor.engines.breaker import CallDecision
 from processor.engines.roster import RosterFinding
 
@@ -20,32 +25,50 @@ PREFIX = "mcp.breaker."
 ROSTER_PREFIX = "mcp.roster."
 
 
-def decision_attributes(decision: CallDecision) -> dict[str, str | bool]:
+Value = str | bool | int
+
+
+def verdict_values(verdict: Verdict) -> dict[str, Value]:
+    """What a verdict says, whether the breaker has decided the call yet or not."""
+    values: dict[str, Value] = {"outcome": verdict.outcome.value}
+    if verdict.failure_class is not None:
+        values["failure_class"] = verdict.failure_class.value
+    if verdict.origin is not None:
+        values["failure_origin"] = verdict.origin.value
+    if verdict.neutral_reason is not None:
+        values["neutral_reason"] = verdict.neutral_reason.value
+    return values
+
+
+def decision_attributes(decision: CallDecision) -> dict[str, Value]:
     call = decision.call
-    values: dict[str, str | bool] = {
-        "outcome": call.outcome.value,
-        "state": decision.state,
-        "dead_call": decision.dead_call,
-        "enforced": decision.enforced,
-    }
-    if call.failure_class is not None:
-        values["failure_class"] = call.failure_class.value
-    if call.verdict.neutral_reason is not None:
-        values["neutral_reason"] = call.verdict.neutral_reason.value
+    values = verdict_values(call.verdict)
+    values.update(state=decision.state, dead_call=decision.dead_call, enforced=decision.enforced)
     if call.fingerprint:
         values["fingerprint"] = call.fingerprint
     if decision.rule is not None:
         values["rule"] = decision.rule.value
     if decision.repeat_of:
         values["repeat_of"] = decision.repeat_of.hex()
+    if decision.revised:
+        # Calls already forwarded that this failure made dead calls: their spans say
+        # dead_call false; the metrics and this count say what span time says.
+        values["late_repeats"] = len(decision.revised)
     attributes = {PREFIX + key: value for key, value in values.items()}
     if decision.stale_roster:
         attributes[ROSTER_PREFIX + "stale"] = True
     return attributes
 
 
-def roster_attributes(finding: RosterFinding) -> dict[str, str | bool]:
-    values: dict[str, str | bool] = {"state": finding.state.value}
+def undecided_attributes(verdict: Verdict, fate: SpanFate) -> dict[str, Value]:
+    values = verdict_values(verdict)
+    if fate is SpanFate.PENDING:
+        values["pending"] = True
+    return {PREFIX + key: value for key, value in values.items()}
+
+
+def roster_attributes(finding: RosterFinding) -> dict[str, Value]:
+    values: dict[str, Value] = {"state": finding.state.value}
     if finding.missing_attributes:
         values["missing_attributes"] = ",".join(finding.missing_attributes)
     collapse = finding.collapse
@@ -72,8 +95,18 @@ def annotate_listing(spans: Mapping[bytes, Span], finding: RosterFinding) -> int
     return _add(spans, finding.listing.span_ids, roster_attributes(finding))
 
 
+def annotate_undecided(
+    spans: Mapping[bytes, Span], undecided: Mapping[bytes, tuple[Verdict, SpanFate]]
+) -> int:
+    """Each call span whose call was not decided in its request: its own verdict."""
+    return sum(
+        _add(spans, (span_id,), undecided_attributes(verdict, fate))
+        for span_id, (verdict, fate) in undecided.items()
+    )
+
+
 def _add(
-    spans: Mapping[bytes, Span], span_ids: tuple[bytes, ...], attributes: dict[str, str | bool]
+    spans: Mapping[bytes, Span], span_ids: tuple[bytes, ...], attributes: dict[str, Value]
 ) -> int:
     annotated = 0
     for span_id in span_ids:
@@ -87,6 +120,8 @@ def _add(
             item = span.attributes.add(key=key)
             if isinstance(value, bool):
                 item.value.CopyFrom(AnyValue(bool_value=value))
+            elif isinstance(value, int):
+                item.value.CopyFrom(AnyValue(int_value=value))
             else:
                 item.value.CopyFrom(AnyValue(string_value=value))
         annotated += 1

@@ -24,7 +24,7 @@ from processor.classify.events import Event, FailureClass, ToolListing
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.roster import RosterFinding, RosterHealth
 from processor.engines.turns import NS_PER_S
-from processor.enrich import annotate, annotate_listing
+from processor.enrich import annotate, annotate_listing, annotate_undecided
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,10 @@ class Pipeline:
 
     def __call__(self, request: ExportTraceServiceRequest) -> None:
         events = self.classifier.classify(request, self._clock())
+        # In span time within the request: the order spans sit in a request decides nothing.
+        events.sort(key=_start_ns)
         self._publish(events, annotate_spans=True)
+        annotate_undecided(self.classifier.spans, self.classifier.undecided)
 
     def tick(self) -> None:
         """Decide the calls whose other half did not come in time; called periodically."""
@@ -73,6 +76,9 @@ class Pipeline:
                 annotate(self.classifier.spans, decision)
             self._log(decision)
             self._emit(decision)
+            for revised in decision.revised:  # their spans have gone on: counted, not written
+                self._log(revised)
+                self._emit(revised)
 
     def _listing(self, listing: ToolListing, annotate_spans: bool) -> None:
         finding = self.roster.observe(listing)
@@ -115,12 +121,13 @@ class Pipeline:
         call = decision.call
         if decision.dead_call:
             log.info(
-                "dead call to %s/%s in turn %s (%s%s)",
+                "dead call to %s/%s in turn %s (%s%s%s)",
                 call.server or "?",
                 call.tool,
                 call.turn,
                 decision.rule.value if decision.rule else "",
                 "" if decision.enforced else ", shadow",
+                ", found when a late span arrived" if decision.late else "",
             )
         elif log.isEnabledFor(logging.DEBUG):
             log.debug(
@@ -132,3 +139,7 @@ class Pipeline:
                 f"/{call.failure_class.value}" if call.failure_class else "",
                 call.dialect.value,
             )
+
+
+def _start_ns(event: Event) -> int:
+    return event.start_ns

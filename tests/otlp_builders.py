@@ -1,8 +1,10 @@
 """Shared by the receiver tests: OTLP requests built by hand, and one comparable view of spans.
 
 ``sdk_view`` describes spans as the OpenTelemetry SDK recorded them; ``received_view``
-describes what a next hop received. Both map span id to a plain dict, so a test compares
-the two with ``==`` and pytest shows the difference field by field.
+describes what a next hop received, without the ``mcp.breaker.*`` / ``mcp.roster.*``
+attributes the hop adds (``annotations_view`` has those). Both map span id to a plain
+dict, so a test compares the two with ``==`` and pytest shows the difference field by
+field.
 """
 
 from __future__ import annotations
@@ -232,8 +234,31 @@ def sdk_view(spans: Iterable[ReadableSpan]) -> dict[bytes, dict[str, Any]]:
     return view
 
 
+ANNOTATION_PREFIXES = ("mcp.breaker.", "mcp.roster.")
+
+
+def annotations_view(
+    requests: Iterable[ExportTraceServiceRequest],
+) -> dict[bytes, dict[str, tuple[str, Any]]]:
+    """The attributes the hop added, per span id (spans without any left out)."""
+    view: dict[bytes, dict[str, tuple[str, Any]]] = {}
+    for request in requests:
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    added = {
+                        key: value
+                        for key, value in _attributes(span.attributes).items()
+                        if key.startswith(ANNOTATION_PREFIXES)
+                    }
+                    if added:
+                        view[span.span_id] = added
+    return view
+
+
 def received_view(requests: Iterable[ExportTraceServiceRequest]) -> dict[bytes, dict[str, Any]]:
-    """What the next hop received; a span delivered twice fails here."""
+    """What the next hop received, as sent (the hop's own annotations aside); a span
+    delivered twice fails here."""
     view: dict[bytes, dict[str, Any]] = {}
     for request in requests:
         for resource_spans in request.resource_spans:
@@ -249,7 +274,11 @@ def received_view(requests: Iterable[ExportTraceServiceRequest]) -> dict[bytes, 
                         "kind": span.kind,
                         "start": span.start_time_unix_nano,
                         "end": span.end_time_unix_nano,
-                        "attributes": _attributes(span.attributes),
+                        "attributes": {
+                            key: value
+                            for key, value in _attributes(span.attributes).items()
+                            if not key.startswith(ANNOTATION_PREFIXES)
+                        },
                         "events": [
                             (event.name, event.time_unix_nano, _attributes(event.attributes))
                             for event in span.events

@@ -64,9 +64,13 @@ def ok(minute: float, turn: str, **kwargs: Any) -> ToolCall:
     return who(tool_call(minute, turn=turn, **kwargs))
 
 
+WEB_TOOLS = ("search", "fetch", "crawl")
+
+
 def open_web(hub: AdvisoryHub) -> tuple[list[ToolCall], list[Change]]:
-    """Three transport failures in three turns (minutes 10, 11, 12): the server opens."""
-    calls = [transport(10 + i, f"t{10 + i}") for i in range(3)]
+    """Three session failures in three turns (minutes 10, 11, 12), one on each of three
+    tools: the server opens, and no tool failed often enough to open on its own."""
+    calls = [transport(10 + i, f"t{10 + i}", tool=WEB_TOOLS[i]) for i in range(3)]
     changes = [change for call in calls for change in feed(hub, call)]
     return calls, changes
 
@@ -125,9 +129,9 @@ def test_a_call_scoped_block_becomes_a_turn_call_advisory(
 def test_changes_are_numbered_one_by_one() -> None:
     hub = hub_for()
     numbered = [seq for minute in range(6) for seq, _ in feed(hub, transport(minute, f"t{minute}"))]
-    # Six turn blocks, plus the server circuit that opened at the third failure.
-    assert numbered == list(range(1, 8))
-    assert hub.seq == 7
+    # Six turn blocks, plus the server's and the tool's circuits, opened at the third failure.
+    assert numbered == list(range(1, 9))
+    assert hub.seq == 8
 
 
 def test_a_late_failure_in_the_same_turn_does_not_replace_the_block() -> None:
@@ -355,15 +359,20 @@ def test_the_harness_filter_applies_to_turn_scopes_only() -> None:
     for i, harness in enumerate(["h1", "h2", "h2"]):
         feed(hub, transport(10 + i, f"t{i}", harness=harness))
     h1 = hub.snapshot(Audience(tenant="", harness="h1"))
-    # h1's own turn block, and the server circuit h2's failure opened: for everyone.
-    assert sorted((a.scope.value, a.harness) for a in h1) == [("server", "h2"), ("turn_tool", "h1")]
+    # h1's own turn block, and the server and tool circuits h2's failure opened: for everyone.
+    assert sorted((a.scope.value, a.harness) for a in h1) == [
+        ("server", "h2"),
+        ("tool", "h2"),
+        ("turn_tool", "h1"),
+    ]
     h2 = hub.snapshot(Audience(tenant="", harness="h2"))
     assert sorted((a.scope.value, a.harness) for a in h2) == [
         ("server", "h2"),
+        ("tool", "h2"),
         ("turn_tool", "h2"),
         ("turn_tool", "h2"),
     ]
-    assert len(hub.snapshot(EVERYONE)) == 4
+    assert len(hub.snapshot(EVERYONE)) == 5
 
 
 def test_blocking_for_finds_the_turn_block_for_the_exact_call() -> None:

@@ -309,14 +309,15 @@ def test_a_tenant_never_sees_another_tenants_advisories() -> None:
         send(service, [Call(new_turn(), server="acme-mail")], tenant="acme")
         acme_stream.wait_for_change(lambda a: a.server == "acme-mail", "acme's marker")
         assert {a.tenant for a in changes_of(acme_stream)} == {"acme"}
-        assert len(changes_of(acme_stream)) == 5  # three turn blocks, the circuit, the marker
+        # Three turn blocks, the server's and the tool's circuits, the marker.
+        assert len(changes_of(acme_stream)) == 6
 
         # Snapshots and state: each tenant its own.
         late = globex.subscribe()
         (snapshot,) = late.wait_for(1)
         assert [a.server for a in snapshot.snapshot.advisories] == ["globex-mail"]
         assert {a.tenant for a in acme.state().advisories} == {"acme"}
-        assert len(acme.state().advisories) == 5
+        assert len(acme.state().advisories) == 6
         assert [a.tenant for a in globex.state().advisories] == ["globex"]
 
         # Check: the same server, tool and turn are out for acme only.
@@ -575,27 +576,28 @@ def test_a_subscriber_that_reconnects_gets_exactly_what_it_missed() -> None:
         a.cancel()  # disconnected at seq 2
         assert a.code() is grpc.StatusCode.CANCELLED
 
-        # Meanwhile: a third failure (the server's circuit opens, and its turn block), and
-        # one more turn block.
+        # Meanwhile: a third failure (the server's and the tool's circuits open, and its
+        # turn block), and one more turn block.
         send(service, [Call(new_turn())])
         send(service, [Call(new_turn())])
-        witness.wait_for(1 + 5)
+        witness.wait_for(1 + 6)
         missed = [m for m in witness.messages[1:] if m.seq > 2]
-        assert [m.seq for m in missed] == [3, 4, 5]
+        assert [m.seq for m in missed] == [3, 4, 5, 6]
 
         resumed = client.subscribe(subscriber_name="a", resume_epoch=epoch, resume_after_seq=2)
-        replayed = resumed.wait_for(3)
-        assert [m.WhichOneof("kind") for m in replayed] == ["change"] * 3  # no snapshot
-        assert [m.seq for m in replayed] == [3, 4, 5]
+        replayed = resumed.wait_for(4)
+        assert [m.WhichOneof("kind") for m in replayed] == ["change"] * 4  # no snapshot
+        assert [m.seq for m in replayed] == [3, 4, 5, 6]
         assert [m.change for m in replayed] == [m.change for m in missed]
         assert {m.epoch for m in replayed} == {epoch}
         assert replayed[0].change.scope == pb.SCOPE_SERVER
+        assert replayed[1].change.scope == pb.SCOPE_TOOL
 
         # And then it is live again, from where it is.
         send(service, [Call(new_turn(), server="db")])
-        live = resumed.wait_for(4)[3]
-        assert (live.seq, live.change.server) == (6, "db")
-        assert [m.seq for m in resumed.messages] == [3, 4, 5, 6]
+        live = resumed.wait_for(5)[4]
+        assert (live.seq, live.change.server) == (7, "db")
+        assert [m.seq for m in resumed.messages] == [3, 4, 5, 6, 7]
         for stream in (witness, resumed):
             stream.cancel()
 
@@ -608,27 +610,27 @@ def test_a_resume_the_service_cannot_honour_resyncs_with_a_snapshot() -> None:
         send(service, [Call(new_turn())])
         assert a.wait_for(2)[1].seq == 1
         a.cancel()
-        # Four more failures, five more changes (2..6: the third failure opens the circuit
-        # too). The service holds the last three (4, 5, 6) only.
+        # Four more failures, six more changes (2..7: the third failure opens the server's
+        # and the tool's circuits too). The service holds the last three (5, 6, 7) only.
         send(service, [Call(new_turn()), Call(new_turn()), Call(new_turn())])
-        wait_until(lambda: client.state().seq == 5, WAIT_S, "five changes")
-        send(service, [Call(new_turn())])
         wait_until(lambda: client.state().seq == 6, WAIT_S, "six changes")
+        send(service, [Call(new_turn())])
+        wait_until(lambda: client.state().seq == 7, WAIT_S, "seven changes")
         state = client.state()
-        assert len(state.advisories) == 6  # five turn blocks and the circuit
+        assert len(state.advisories) == 7  # five turn blocks and the two circuits
 
-        for epoch_given, after in ((epoch, 1), ("another-process", 6), (epoch, 99)):
+        for epoch_given, after in ((epoch, 1), ("another-process", 7), (epoch, 99)):
             stream = client.subscribe(resume_epoch=epoch_given, resume_after_seq=after)
             (message,) = stream.wait_for(1)
             assert message.WhichOneof("kind") == "snapshot", (epoch_given, after)
             assert message.snapshot.resync
-            assert (message.epoch, message.seq) == (epoch, 6)
+            assert (message.epoch, message.seq) == (epoch, 7)
             # GetState is worst first, and each read counts retry_after from its own now.
             assert without_retry(message.snapshot.advisories) == without_retry(state.advisories)
             stream.cancel()
-        # Still held: exactly the changes after 3.
-        held = client.subscribe(resume_epoch=epoch, resume_after_seq=3)
-        assert [m.seq for m in held.wait_for(3)] == [4, 5, 6]
+        # Still held: exactly the changes after 4.
+        held = client.subscribe(resume_epoch=epoch, resume_after_seq=4)
+        assert [m.seq for m in held.wait_for(3)] == [5, 6, 7]
         assert all(m.WhichOneof("kind") == "change" for m in held.messages)
         held.cancel()
 

@@ -237,10 +237,11 @@ TOOL_ONLY = [
 ]
 
 
-# (server calls, server failures), (tool calls, tool failures) after one failed call.
+# (server calls, server failures), (tool calls, tool failures) after one failed call whose
+# origin is read from its class alone (docs/breaker.md, "Who is blamed").
 COUNTS = {
-    FailureClass.TRANSPORT: ((1, 1), (0, 0)),
-    FailureClass.TIMEOUT: ((1, 1), (0, 0)),
+    FailureClass.TRANSPORT: ((1, 1), (1, 1)),  # no answer: the session and the tool
+    FailureClass.TIMEOUT: ((0, 0), (1, 1)),  # no answer in time: the tool, not the server
     FailureClass.TOOL_ERROR: ((1, 0), (1, 1)),
     FailureClass.HIDDEN: ((1, 0), (1, 1)),
     FailureClass.UNKNOWN_TOOL: ((1, 0), (1, 1)),
@@ -250,9 +251,9 @@ COUNTS = {
 
 @pytest.mark.parametrize("failure_class", list(COUNTS), ids=lambda c: c.value)
 def test_each_failure_class_counts_where_it_belongs(failure_class: FailureClass) -> None:
-    """Transport and timeout count against the server; any other answer shows the server
-    is reachable; the tool's own failures count against it, protocol errors (the caller's
-    invalid params) do not."""
+    """Every failure counts against its tool but a protocol error (the caller's invalid
+    params); only a session failure counts against the server, and any answer from the
+    server counts for it; a timeout says nothing about the server."""
     breaker = breaker_for()
     breaker.observe(failed(10, failure_class, tool="fetch", server="web"))
     server = breaker.circuits[CircuitKey(Scope.SERVER, "web")]
@@ -374,16 +375,18 @@ def test_a_forced_closed_server_lets_failing_calls_through() -> None:
     ("open_tools", "out"), [(0, False), (1, False), (2, True), (3, True)], ids=lambda v: str(v)
 )
 def test_a_server_is_out_when_most_of_its_tools_are_open(open_tools: int, out: bool) -> None:
-    """Blast radius: 2 of 3 tools open puts the server out; 1 of 3 does not."""
+    """Blast radius: 2 of 3 tools open puts the server out; 1 of 3 does not. (All within
+    a minute and a half: each tool's open period, five minutes, is still running.)"""
     breaker = breaker_for()
     tools = ["navigate", "snapshot", "click"]
     for n, tool in enumerate(tools):
         for i in range(3):
             where: dict[str, Any] = {"turn": f"{tool}-{i}", "tool": tool, "server": SERVER}
+            minute = n * 0.5 + i * 0.1
             if n < open_tools:
-                breaker.observe(failed(10 * n + i, FailureClass.TOOL_ERROR, **where))
+                breaker.observe(failed(minute, FailureClass.TOOL_ERROR, **where))
             else:
-                breaker.observe(tool_call(10 * n + i, **where))
+                breaker.observe(tool_call(minute, **where))
     opened = [state_of(breaker, CircuitKey(Scope.TOOL, f"{SERVER}/{t}")) for t in tools]
     assert opened.count(State.OPEN) == open_tools
     assert breaker.server_out(SERVER) is out

@@ -28,6 +28,7 @@ from tests.otlp_builders import (
     RECEIVER_REQUESTS,
     REJECTED_SPANS,
     STAGE_REQUESTS,
+    annotations_view,
     gzip_members,
     make_request,
     make_span,
@@ -180,6 +181,11 @@ def test_sdk_export_arrives_intact(
     expected = sdk_view(spans)
     assert len(expected) == 7
     assert received_view(list(next_hop.requests)) == expected
+    # Every MCP call span says how it ended, even one held for its other half.
+    mcp_ids = {sid for sid, span in expected.items() if span["name"].startswith("tools/")}
+    annotated = annotations_view(list(next_hop.requests))
+    assert set(annotated) == mcp_ids
+    assert all(a["mcp.breaker.outcome"] == ("string", "failed") for a in annotated.values())
     other_path = next(p for p in PATHS if p != path)
     assert service.metric(STAGE_REQUESTS, path=path) == 1
     assert service.metric(STAGE_REQUESTS, path=other_path) == 0

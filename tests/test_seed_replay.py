@@ -162,13 +162,16 @@ def test_the_seed_incident(
         assert attributes["mcp.breaker.fingerprint"].string_value == first.call.fingerprint
         assert attributes["mcp.breaker.state"].string_value == "preset-by-the-harness"
 
-    # After the open period, a success closes the server.
+    # After the open period, a success closes the server, and the tool (which every one
+    # of those failures counted against too).
     success = harness_calls("turn-0230", [(1, at_ns(150))], outcome="ok")
     export_grpc(service.grpc_endpoint, success)
     wait_until(lambda: len(decisions.of_turn("turn-0230")) == 1)
     assert breaker.circuits[server].state is State.CLOSED
     closing = decisions.of_turn("turn-0230")[0]
-    assert [(t.source.value, t.target.value) for t in closing.transitions] == [
-        ("open", "half_open"),
-        ("half_open", "closed"),
-    ]
+    for key in (server, CircuitKey(Scope.TOOL, f"playwright/{closing.call.tool}")):
+        assert breaker.circuits[key].state is State.CLOSED
+        assert [(t.source.value, t.target.value) for t in closing.transitions if t.key == key] == [
+            ("open", "half_open"),
+            ("half_open", "closed"),
+        ]

@@ -8,6 +8,7 @@ resolves which server a call went to. Every map here is bounded.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -73,6 +74,16 @@ class PairingStats:
     duplicate_spans: int = 0  # a span exported twice, dropped the second time
     malformed_listings: int = 0  # a listing with counts present but unreadable
     nested_spans: int = 0  # an SDK client span under a harness call span: counted once
+    # A half held for its other half when its request was forwarded: the span went on with
+    # its own outcome only; the call's decision reaches the metrics and advisories later.
+    forwarded_pending: int = 0
+
+
+class SpanFate(enum.Enum):
+    """What became of a call span whose call was not decided in its own request."""
+
+    PENDING = "pending"  # held for its other half: forwarded before the call's decision
+    ELSEWHERE = "elsewhere"  # its call is told by another span (its other half, a parent)
 
 
 @dataclass(slots=True)
@@ -107,6 +118,9 @@ class Classifier:
         self._held_by_parent: dict[tuple[bytes, bytes], _Pending] = {}
         self._sessions: LRUCache[str, str] = LRUCache(self.config.max_sessions)
         self.spans: dict[bytes, Span] = {}  # the MCP spans of the request last classified
+        # Call spans of that request whose call it did not decide: their own verdict, and
+        # why, so they go on with what they alone say (enrich.annotate_undecided).
+        self.undecided: dict[bytes, tuple[Verdict, SpanFate]] = {}
         self.stats = PairingStats()
 
     def _clock(self) -> float:
@@ -120,6 +134,7 @@ class Classifier:
         """The events this request completes; ``spans`` then maps its MCP span ids to spans."""
         self._now = now
         self.spans = {}
+        self.undecided = {}
         events: list[Event] = []
         for resource_spans in request.resource_spans:
             resource: dict[str, AttributeValue] | None = None
@@ -135,6 +150,9 @@ class Classifier:
                         self.spans[span.span_id] = span
                         events.extend(self._take(reading))
         events.extend(self.expire(now))
+        self.stats.forwarded_pending += sum(
+            1 for _, fate in self.undecided.values() if fate is SpanFate.PENDING
+        )
         return events
 
     def expire(self, now: float) -> list[Event]:
@@ -159,8 +177,12 @@ class Classifier:
                 self.stats.unpaired += 1
             self._forget(pending)
             self._mark_done(pending.sought)
+            self.undecided.pop(pending.reading.span.span_id, None)
             events.append(self._call(pending.reading, None, pending.verdict))
         return events
+
+    def _note(self, reading: Reading, verdict: Verdict, fate: SpanFate) -> None:
+        self.undecided[reading.span.span_id] = (verdict, fate)
 
     def _take(self, reading: Reading) -> Iterable[Event]:
         span = reading.span
@@ -181,18 +203,21 @@ class Classifier:
         if reading.side is Side.CLIENT and span.parent_span_id and parent in self._harness_calls:
             self.stats.nested_spans += 1
             self._mark_done(_pairing_keys(reading, Side.SERVER))
+            self._note(reading, verdict, SpanFate.ELSEWHERE)
             return ()  # the harness's own span already tells this call
         offered = _pairing_keys(reading, reading.side)
         sought = _pairing_keys(reading, _OTHER_SIDE[reading.side])
         partner = next((self._by_key[k] for k in sought if k in self._by_key), None)
         if partner is not None:
             self._forget(partner)
+            self.undecided.pop(partner.reading.span.span_id, None)  # decided now, after all
             merged = more_informative(verdict, partner.verdict)
             return (self._call(reading, partner.reading, merged),)
         # Absorbed only by its own link when it has one: request ids restart with every
         # session, so another call may share this one's id (see _pairing_keys).
         absorbing = offered[:1] if _linked(reading) else offered
         if any(k in self._done for k in absorbing):
+            self._note(reading, verdict, SpanFate.ELSEWHERE)
             return ()  # the other half already decided this call
         # A decided half goes out at once, unless it is a client half that cannot name its
         # server: its server half (fastmcp names itself there) is worth a short wait.
@@ -201,6 +226,7 @@ class Classifier:
             self._mark_done(sought)
             return (self._call(reading, None, verdict),)
         pending = _Pending(reading, verdict, offered, sought, self._now)
+        self._note(reading, verdict, SpanFate.PENDING)
         self._held[id(pending)] = pending
         for key in offered:
             self._by_key[key] = pending
@@ -217,6 +243,8 @@ class Classifier:
             self.stats.nested_spans += 1
             self._forget(nested)
             self._mark_done(nested.sought)
+            if nested.reading.span.span_id in self.undecided:  # in this very request
+                self._note(nested.reading, nested.verdict, SpanFate.ELSEWHERE)
 
     def _forget(self, pending: _Pending) -> None:
         del self._held[id(pending)]
@@ -302,6 +330,7 @@ class Classifier:
             dialect=client.dialect,
             harness=_resource_text(client, SERVICE_NAME_KEY),
             tenant=_resource_text(client, self.config.tenant_attribute),
+            arrived_s=self._now,
         )
 
     def _listing(self, reading: Reading) -> ToolListing:

@@ -66,8 +66,12 @@ DEFAULT_OPEN_JITTER = 0.1  # each open period is drawn from [d*(1-j), d*(1+j)]
 DEFAULT_PROBE_PERMITS = 1
 DEFAULT_PROBE_LEASE_S = 120.0
 DEFAULT_MAX_CIRCUITS = 10_000
-DEFAULT_BLAST_RADIUS_RATIO = 0.5  # this share of a server's tools open: the server is out
+DEFAULT_BLAST_RADIUS_RATIO = 0.5  # more than this share of a server's tools open: it is out
 DEFAULT_BLAST_RADIUS_MIN_TOOLS = 2
+# A failure that arrives late can still revise the calls decided this long before it (arrival
+# time): one BatchSpanProcessor delay (5 s) on each side of a client/server pair, and more.
+DEFAULT_REORDER_WINDOW_S = 10.0
+DEFAULT_REORDER_MAX_CALLS = 10_000  # calls held for revision, across all turns
 
 
 class TurnKey(enum.StrEnum):
@@ -337,8 +341,13 @@ class BreakerConfig:
     probe_permits: int = DEFAULT_PROBE_PERMITS
     probe_lease_s: float = DEFAULT_PROBE_LEASE_S
     max_circuits: int = DEFAULT_MAX_CIRCUITS
+    # More than this share of a server's tools (at least blast_radius_min_tools known)
+    # open at once: the server circuit opens too.
     blast_radius_ratio: float = DEFAULT_BLAST_RADIUS_RATIO
     blast_radius_min_tools: int = DEFAULT_BLAST_RADIUS_MIN_TOOLS
+    # Spans out of order: a late failure revises the calls decided this long before it.
+    reorder_window_s: float = DEFAULT_REORDER_WINDOW_S
+    reorder_max_calls: int = DEFAULT_REORDER_MAX_CALLS
     # Decide and annotate, but mark every decision not enforced.
     shadow: bool = False
     shadow_rules: tuple[str, ...] = ()
@@ -358,7 +367,12 @@ class BreakerConfig:
             "probe_permits",
             "max_circuits",
             "blast_radius_min_tools",
+            "reorder_max_calls",
         )
+        if self.reorder_window_s < 0:
+            problems.append(
+                f"{prefix}.reorder_window_s: must not be negative, got {self.reorder_window_s}"
+            )
         if self.clock_skew_s < 0:
             problems.append(f"{prefix}.clock_skew_s: must not be negative, got {self.clock_skew_s}")
         if not 0 < self.failure_ratio <= 1:
@@ -379,9 +393,9 @@ class BreakerConfig:
             )
         if not 0 <= self.open_jitter < 1:
             problems.append(f"{prefix}.open_jitter: must be in [0, 1), got {self.open_jitter}")
-        if not 0 < self.blast_radius_ratio <= 1:
+        if not 0 <= self.blast_radius_ratio < 1:
             problems.append(
-                f"{prefix}.blast_radius_ratio: must be in (0, 1], got {self.blast_radius_ratio}"
+                f"{prefix}.blast_radius_ratio: must be in [0, 1), got {self.blast_radius_ratio}"
             )
         rules = {r.value for r in Rule}
         for rule in self.shadow_rules:

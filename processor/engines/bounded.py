@@ -18,9 +18,10 @@ V = TypeVar("V")
 class LruMap(Generic[K, V]):
     """At most ``max_items`` entries; the least recently used goes first."""
 
-    def __init__(self, max_items: int) -> None:
+    def __init__(self, max_items: int, on_evict: Callable[[K, V], object] | None = None) -> None:
         self._max_items = max_items
         self._items: OrderedDict[K, V] = OrderedDict()
+        self._on_evict = on_evict  # told of every entry pushed out, to keep indexes in step
 
     def __len__(self) -> int:
         return len(self._items)
@@ -46,7 +47,9 @@ class LruMap(Generic[K, V]):
         if value is None:
             value = self._items[key] = make()
             if len(self._items) > self._max_items:
-                self._items.popitem(last=False)
+                evicted = self._items.popitem(last=False)
+                if self._on_evict is not None:
+                    self._on_evict(*evicted)
         return value
 
     def values(self) -> list[V]:

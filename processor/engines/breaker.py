@@ -2,10 +2,15 @@
 
 For each call, in span time: what state governed it when it was made (the worst of its
 server's circuit, its tool's circuit and its turn's blocks), whether it was a dead call
-(made while that state said no), and then what its outcome does to the circuits.
-Transport and timeout failures count against the server, and any other answer for it;
-the tool's own failures count against the tool (protocol errors, the caller's, do not);
-a success counts for both. Neutral and unknown outcomes change nothing.
+(made while that state said no), and then what its outcome does to the circuits — whom
+it blames is the data in ``blame.py``: every failure counts against its tool, only a
+failure of the session counts against the server, and most of a server's tools open at
+once opens the server too (the blast radius). Neutral and unknown outcomes change nothing.
+
+Spans arrive out of order. A call is judged by the circuits' state of its own time, and a
+failure that arrives after calls it stands in front of (a repeat decided before the
+failure it repeats arrived, a call made after the moment a circuit opened) revises them
+into dead calls within the reorder window (``reorder.py``): ``CallDecision.revised``.
 
 Every decision carries its evidence and a model-facing message built only from the
 redacted excerpt, so a harness can tell the model what is out, why, and since when.
@@ -16,10 +21,11 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from processor.classify.events import FailureClass, Outcome, ToolCall
 from processor.config import BreakerConfig, Rule
+from processor.engines.blame import Count, blame
 from processor.engines.bounded import LruMap
 from processor.engines.circuit import (
     BLOCKING,
@@ -31,18 +37,22 @@ from processor.engines.circuit import (
     Scope,
     State,
     Transition,
+    Trigger,
 )
-from processor.engines.turns import NS_PER_S, TOOL_WIDE, Block, TurnBreaker, TurnScope
+from processor.engines.reorder import ReorderWindow, Seen
+from processor.engines.turns import NS_PER_S, Block, TurnBreaker, TurnScope, turn_key
 
-# How bad a state is, to pick the one that governs a call.
+# Which state governs a call: the worst of its circuits, except that an operator's word
+# beats the evidence (forced closed on a server lets its tools through, too).
 _SEVERITY = {
-    State.FORCED_CLOSED: 0,
-    State.CLOSED: 1,
-    State.HALF_OPEN: 2,
-    State.OPEN: 3,
+    State.CLOSED: 0,
+    State.HALF_OPEN: 1,
+    State.OPEN: 2,
+    State.FORCED_CLOSED: 3,
     State.FORCED_OPEN: 4,
 }
 _FORCED = (State.FORCED_OPEN, State.FORCED_CLOSED)
+_IN_THE_WAY = (State.OPEN, State.HALF_OPEN, State.FORCED_OPEN)  # a rule governed the call
 NO_SERVER = "-"  # the server part of a key when no server could be named
 
 
@@ -77,6 +87,11 @@ class CallDecision:
     opened_block: Block | None = None
     # The scope of the half-open circuit that let this call through as its probe, if any.
     probe: Scope | None = None
+    # Calls decided before this one arrived that it turned into dead calls (a late
+    # failure they repeated, a circuit that opened before they were made): the revised
+    # decisions, each ``late``. Their spans have gone on; the metrics count them now.
+    revised: tuple[CallDecision, ...] = ()
+    late: bool = False  # this decision revises one made when the call arrived
 
 
 class Breaker:
@@ -89,7 +104,10 @@ class Breaker:
         self.config = config
         self.machine = CircuitMachine(config, jitter)
         self.turns = TurnBreaker(config)
-        self.circuits: LruMap[CircuitKey, Circuit] = LruMap(config.max_circuits)
+        self.circuits: LruMap[CircuitKey, Circuit] = LruMap(config.max_circuits, self._evicted)
+        # The tool circuits held for each (tenant, server): the blast radius reads these.
+        self._tools_of: dict[tuple[str, str], set[CircuitKey]] = {}
+        self.reorder = ReorderWindow(config.reorder_window_s, config.reorder_max_calls)
         # The latest span time any call carried: the breaker's own "now" for readers
         # between calls (a replay of old spans keeps its own clock).
         self.latest_s = 0.0
@@ -98,22 +116,27 @@ class Breaker:
     def observe(self, call: ToolCall) -> CallDecision:
         made_s = call.start_ns / NS_PER_S
         self.latest_s = max(self.latest_s, call.end_ns / NS_PER_S)
+        self.reorder.prune(call.arrived_s)
         server_key, tool_key = self._keys(call)
         transitions: list[Transition] = []
-        circuits = [self._circuit(k) for k in (server_key, tool_key) if k is not None]
+        circuits = [self._circuit(k, call) for k in (server_key, tool_key) if k is not None]
         for circuit in circuits:
             transitions += self.machine.advance(circuit, made_s)
-        governing = max(circuits, key=lambda c: _SEVERITY[c.state])
-        state = governing.state  # as it was when the call was made, before its outcome
-        permit = Permit.ALLOW
-        if call.outcome is not Outcome.NEUTRAL and call.outcome is not Outcome.UNKNOWN:
+        # As of when the call was made: a span that arrives after its circuit moved meets
+        # the state of its own time.
+        state, governing = max(
+            ((c.state_as_of(made_s), c) for c in circuits), key=lambda sc: _SEVERITY[sc[0]]
+        )
+        # A probe permit is for a call made now; a late call is judged by the state alone.
+        late = made_s < governing.changed_s
+        permit = Permit.DENY if state in BLOCKING else Permit.ALLOW
+        decisive = call.outcome is not Outcome.NEUTRAL and call.outcome is not Outcome.UNKNOWN
+        if decisive and not late:
             permit, _ = self.machine.permit(governing, made_s)
-        elif state in BLOCKING:
-            permit = Permit.DENY
         dead_across = call.outcome is not Outcome.NEUTRAL and permit is Permit.DENY
         probe = governing.key.scope if permit is Permit.PROBE else None
         rule = None
-        if dead_across or state is not State.CLOSED:
+        if dead_across or state in _IN_THE_WAY:
             rule = Rule.SERVER if governing.key.scope is Scope.SERVER else Rule.TOOL
         # Evidence as the harness would have seen it before making the call.
         evidence = self.evidence(governing) if rule else None
@@ -122,28 +145,42 @@ class Breaker:
         turn = self.turns.observe(call)
         transitions += self._record(call, server_key, tool_key)
         if turn.dead_call and turn.block is not None:
-            return self._decide(call, turn.block, transitions, probe)
-        opened = turn.block  # not dead: a block, if any, was opened by this failure
-        return CallDecision(
-            call=call,
-            state=state.value,
-            rule=rule,
-            key=governing.key.name if rule else "",
-            dead_call=dead_across,
-            repeat_of=first.span_id if dead_across and first else None,
-            enforced=self.enforced(rule),
-            forced_reason=forced_reason,
-            evidence=evidence,
-            message=_refusal(call, governing.key, evidence, forced_reason)
-            if dead_across and evidence
-            else "",
-            transitions=tuple(transitions),
-            opened_block=opened,
-            probe=probe,
-        )
+            decision = self._decide(call, turn.block, transitions, probe, opened=turn.placed)
+        else:
+            decision = CallDecision(
+                call=call,
+                state=state.value,
+                rule=rule,
+                key=governing.key.name if rule else "",
+                dead_call=dead_across,
+                repeat_of=first.span_id if dead_across and first else None,
+                enforced=self.enforced(rule),
+                forced_reason=forced_reason,
+                evidence=evidence,
+                message=_refusal(call, governing.key, evidence, forced_reason)
+                if dead_across and evidence
+                else "",
+                transitions=tuple(transitions),
+                opened_block=turn.placed,
+                probe=probe,
+            )
+        revised = self._revise(turn.placed, call, transitions)
+        if call.outcome is not Outcome.NEUTRAL:
+            keys = (
+                (turn_key(call), tool_key, server_key) if server_key else (turn_key(call), tool_key)
+            )
+            self.reorder.add(Seen(call, keys, dead=decision.dead_call))
+        return replace(decision, revised=revised) if revised else decision
 
     def _decide(
-        self, call: ToolCall, block: Block, transitions: list[Transition], probe: Scope | None
+        self,
+        call: ToolCall,
+        block: Block,
+        transitions: list[Transition],
+        probe: Scope | None,
+        *,
+        late: bool = False,
+        opened: Block | None = None,
     ) -> CallDecision:
         rule = Rule.TURN_TOOL if block.scope is TurnScope.TOOL else Rule.TURN_CALL
         return CallDecision(
@@ -167,25 +204,67 @@ class Breaker:
             ),
             message=turn_message(call, block),
             transitions=tuple(transitions),
+            opened_block=opened,
             probe=probe,
+            late=late,
         )
 
+    # -- spans out of order ---------------------------------------------------------------
+    def _revise(
+        self, placed: Block | None, call: ToolCall, transitions: list[Transition]
+    ) -> tuple[CallDecision, ...]:
+        """The calls already decided that this call's failure stands in front of."""
+        revised: list[CallDecision] = []
+        if placed is not None:
+            for seen in self.reorder.under(turn_key(call)):
+                if not seen.dead and self.turns.repeats(placed, seen.call):
+                    seen.dead = True
+                    revised.append(self._decide(seen.call, placed, [], None, late=True))
+        for transition in transitions:
+            if transition.target is State.OPEN:
+                revised += self._revise_open(transition)
+        return tuple(revised)
+
+    def _revise_open(self, opened: Transition) -> list[CallDecision]:
+        """Calls made while this circuit was (as we now know) open, decided as allowed."""
+        circuit = self.circuits.peek(opened.key)
+        if circuit is None:
+            return []
+        rule = Rule.SERVER if opened.key.scope is Scope.SERVER else Rule.TOOL
+        revised = []
+        for seen in self.reorder.under(opened.key):
+            made_s = seen.call.start_ns / NS_PER_S
+            if seen.dead or not opened.at_s <= made_s < circuit.open_until_s:
+                continue
+            seen.dead = True
+            evidence = self.evidence(circuit)
+            revised.append(
+                CallDecision(
+                    call=seen.call,
+                    state=State.OPEN.value,
+                    rule=rule,
+                    key=opened.key.name,
+                    dead_call=True,
+                    repeat_of=circuit.first_failure.span_id if circuit.first_failure else None,
+                    enforced=self.enforced(rule),
+                    forced_reason="",
+                    evidence=evidence,
+                    message=_refusal(seen.call, opened.key, evidence, ""),
+                    transitions=(),
+                    late=True,
+                )
+            )
+        return revised
+
+    # -- what an outcome does to the circuits -----------------------------------------------
     def _record(
         self, call: ToolCall, server_key: CircuitKey | None, tool_key: CircuitKey
     ) -> list[Transition]:
-        """The call's outcome, into the circuits it bears on.
-
-        The server circuit tracks whether the server can be reached: a transport or
-        timeout failure counts against it, and any answer from it (a success, or a tool
-        that ran and failed) counts for it. The tool circuit tracks the tool: a success
-        counts for it, its own failures against it, except protocol errors (invalid
-        params), which are the caller's, not the tool's.
-        """
+        """The call's outcome, into the circuits it is evidence about (``blame.py``)."""
+        counts = blame(call)
+        if counts.tool is Count.NOTHING and counts.server is Count.NOTHING:
+            return []
         at_s = call.end_ns / NS_PER_S
-        if call.outcome is not Outcome.OK and call.outcome is not Outcome.FAILED:
-            return []  # neutral and unknown outcomes change nothing
-        server_failed = call.outcome is Outcome.FAILED and call.failure_class in TOOL_WIDE
-        tool_failed = call.outcome is Outcome.FAILED and not server_failed
         failure = FailureRecord(
             at_s=at_s,
             trace_id=call.trace_id,
@@ -194,15 +273,29 @@ class Breaker:
             excerpt=call.verdict.error_excerpt,
         )
         events: list[Transition] = []
-        if server_key is not None:
-            server = self._circuit(server_key)
-            events += self.machine.record(server, server_failed, at_s, failure)
-        elif server_failed:
-            tool_failed = True  # no server to blame: the tool is what the harness sees fail
-        counts_for_tool = call.failure_class is not FailureClass.PROTOCOL
-        if (not server_failed or server_key is None) and counts_for_tool:
-            events += self.machine.record(self._circuit(tool_key), tool_failed, at_s, failure)
+        if server_key is not None and counts.server is not Count.NOTHING:
+            server = self._circuit(server_key, call)
+            failed = counts.server is Count.FAILURE
+            events += self.machine.record(server, failed, at_s, failure)
+        if counts.tool is not Count.NOTHING:
+            tool = self._circuit(tool_key, call)
+            failed = counts.tool is Count.FAILURE
+            moved = self.machine.record(tool, failed, at_s, failure)
+            events += moved
+            if server_key is not None and any(t.target is State.OPEN for t in moved):
+                events += self._blast_radius(server_key, tool, at_s)
         return events
+
+    def _blast_radius(self, server_key: CircuitKey, tool: Circuit, at_s: float) -> list[Transition]:
+        """A tool just opened: if most of its server's tools are open, the server is out."""
+        server = self._circuit(server_key)
+        if server.state not in (State.CLOSED, State.HALF_OPEN):
+            return []
+        if not self.server_out(server_key.name, server_key.tenant, at_s):
+            return []
+        if server.first_failure is None:  # the evidence the server's refusals quote
+            server.first_failure, server.since_s = tool.first_failure, tool.since_s
+        return [self.machine.trip(server, Trigger.BLAST_RADIUS, at_s)]
 
     # -- manual control -----------------------------------------------------------------
     def force(
@@ -216,28 +309,28 @@ class Breaker:
 
     # -- reading the state --------------------------------------------------------------
     def blocking(self, server: str | None, tool: str, tenant: str = "") -> bool:
-        """Is the tool's or its server's circuit open right now (as last seen)?"""
+        """Is the tool's or its server's circuit open now (the latest span time seen)?"""
         keys = [CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}", tenant)]
         if server:
             keys.append(CircuitKey(Scope.SERVER, server, tenant))
-        return any(c is not None and c.state in BLOCKING for c in map(self.circuits.peek, keys))
+        return any(
+            c is not None and self.machine.state_at(c, self.latest_s) in BLOCKING
+            for c in map(self.circuits.peek, keys)
+        )
 
-    def server_out(self, server: str) -> bool:
-        """Blast radius: when most of a server's tools are open, the server is out.
-
-        Read from the circuits themselves (bounded), at the cost of a scan: it is asked
-        when a circuit changes state, not on every call.
-        """
-        prefix = f"{server}/"
+    def server_out(self, server: str, tenant: str = "", now_s: float | None = None) -> bool:
+        """Blast radius: more than ``blast_radius_ratio`` of a server's tools are open (as
+        of ``now_s``: a circuit whose open period ran out is half-open, moved or not)."""
+        now_s = self.latest_s if now_s is None else now_s
         tools = [
             c
-            for c in self.circuits.values()
-            if c.key.scope is Scope.TOOL and c.key.name.startswith(prefix)
+            for key in self._tools_of.get((tenant, server), ())
+            if (c := self.circuits.peek(key)) is not None
         ]
         if len(tools) < self.config.blast_radius_min_tools:
             return False
-        open_tools = sum(1 for c in tools if c.state in BLOCKING)
-        return open_tools / len(tools) >= self.config.blast_radius_ratio
+        open_tools = sum(1 for c in tools if self.machine.state_at(c, now_s) in BLOCKING)
+        return open_tools / len(tools) > self.config.blast_radius_ratio
 
     def _keys(self, call: ToolCall) -> tuple[CircuitKey | None, CircuitKey]:
         server = call.server or NO_SERVER
@@ -245,8 +338,20 @@ class Breaker:
         server_key = CircuitKey(Scope.SERVER, call.server, call.tenant) if call.server else None
         return server_key, tool
 
-    def _circuit(self, key: CircuitKey) -> Circuit:
-        return self.circuits.setdefault(key, lambda: Circuit(key))
+    def _circuit(self, key: CircuitKey, call: ToolCall | None = None) -> Circuit:
+        circuit = self.circuits.setdefault(key, lambda: Circuit(key))
+        if key.scope is Scope.TOOL and call is not None and call.server and not circuit.server:
+            circuit.server = call.server
+            self._tools_of.setdefault((key.tenant, call.server), set()).add(key)
+        return circuit
+
+    def _evicted(self, key: CircuitKey, circuit: Circuit) -> None:
+        if key.scope is Scope.TOOL and circuit.server:
+            tools = self._tools_of.get((key.tenant, circuit.server))
+            if tools is not None:
+                tools.discard(key)
+                if not tools:
+                    del self._tools_of[(key.tenant, circuit.server)]
 
     def enforced(self, rule: Rule | None) -> bool:
         return not self.config.shadow and (

@@ -4,9 +4,15 @@ States are an enum, the allowed transitions are a table, and ``_transition`` is 
 place the state changes: it checks the table and returns exactly one Transition event.
 Time is the span's, in seconds, passed in by the caller; a circuit never reads a clock.
 
-    closed ──(failure ratio / consecutive failures)──▶ open ──(open period over)──▶ half-open
+    closed ──(failure ratio / consecutive failures / blast radius)──▶ open
+    open ──(open period over)──▶ half-open
     half-open ──(success)──▶ closed          half-open ──(failure)──▶ open, for longer
     any ──(manual)──▶ forced open / forced closed ──(expiry or release)──▶ closed
+
+Spans arrive out of order, so a circuit remembers its last few transitions: a call that
+arrives after the circuit moved is judged by the state of its own time (``state_as_of``),
+its outcome answers a probe only if it ended after the circuit went half-open, and an
+outcome from before the circuit last closed is stale evidence, not counted.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from typing import NamedTuple
 from processor.config import BreakerConfig
 from processor.errors import IllegalTransition
 
+MAX_HISTORY = 8  # transitions a circuit remembers, to judge late spans by their own time
+
 
 class State(enum.StrEnum):
     CLOSED = "closed"
@@ -32,6 +40,7 @@ class State(enum.StrEnum):
 class Trigger(enum.StrEnum):
     FAILURE_RATIO = "failure_ratio"
     CONSECUTIVE_FAILURES = "consecutive_failures"
+    BLAST_RADIUS = "blast_radius"  # a server: most of its tools' circuits are open
     OPEN_PERIOD_OVER = "open_period_over"
     PROBE_SUCCEEDED = "probe_succeeded"
     PROBE_FAILED = "probe_failed"
@@ -110,9 +119,27 @@ class Circuit:
     first_failure: FailureRecord | None = None
     since_s: float | None = None  # when the current failure streak began
     last_s: float = 0.0  # the latest span time seen: the circuit's own clock
+    server: str = ""  # a tool circuit's server, as the call named it
+    # (when, state before) of the latest transitions, oldest first; and when it last closed.
+    history: deque[tuple[float, State]] = field(default_factory=lambda: deque(maxlen=MAX_HISTORY))
+    closed_at_s: float = float("-inf")
 
     def calls_and_failures(self) -> tuple[int, int]:
         return len(self.window), sum(1 for _, failed in self.window if failed)
+
+    @property
+    def changed_s(self) -> float:
+        """When the circuit last changed state (minus infinity: never)."""
+        return self.history[-1][0] if self.history else float("-inf")
+
+    def state_as_of(self, at_s: float) -> State:
+        """The state the circuit was in at ``at_s``, as far as its history reaches."""
+        state = self.state
+        for when, before in reversed(self.history):
+            if when <= at_s:
+                break
+            state = before
+        return state
 
 
 Jitter = Callable[[], float]  # a uniform draw from [0, 1)
@@ -131,6 +158,8 @@ class CircuitMachine:
     ) -> Transition:
         if (circuit.state, target) not in ALLOWED_TRANSITIONS:
             raise IllegalTransition("circuit", circuit.state, target)
+        at_s = max(at_s, circuit.changed_s)  # a late span cannot move a circuit into its past
+        circuit.history.append((at_s, circuit.state))
         event = Transition(
             key=circuit.key,
             source=circuit.state,
@@ -150,6 +179,7 @@ class CircuitMachine:
             circuit.first_failure = None
             circuit.since_s = None
             circuit.window.clear()
+            circuit.closed_at_s = at_s
         return event
 
     def open_period_s(self, opened_count: int) -> float:
@@ -161,11 +191,18 @@ class CircuitMachine:
         """Time-driven moves: an open period or a manual override that has run out."""
         events: list[Transition] = []
         circuit.last_s = max(circuit.last_s, now_s)
+        # Each move is dated when its time ran out, not when a span happened to notice.
         if circuit.state in _MANUAL and circuit.forced_until_s <= now_s:
-            events.append(self._transition(circuit, State.CLOSED, Trigger.FORCE_EXPIRED, now_s))
+            events.append(
+                self._transition(
+                    circuit, State.CLOSED, Trigger.FORCE_EXPIRED, circuit.forced_until_s
+                )
+            )
         if circuit.state is State.OPEN and circuit.open_until_s <= now_s:
             events.append(
-                self._transition(circuit, State.HALF_OPEN, Trigger.OPEN_PERIOD_OVER, now_s)
+                self._transition(
+                    circuit, State.HALF_OPEN, Trigger.OPEN_PERIOD_OVER, circuit.open_until_s
+                )
             )
         if circuit.leases:
             for lease, expiry in list(circuit.leases.items()):
@@ -194,10 +231,17 @@ class CircuitMachine:
         return Permit.DENY, None
 
     def record(
-        self, circuit: Circuit, failed: bool, at_s: float, failure: FailureRecord | None = None
+        self,
+        circuit: Circuit,
+        failed: bool,
+        at_s: float,
+        failure: FailureRecord | None = None,
     ) -> list[Transition]:
-        """A call's outcome (neutral and unknown outcomes are never recorded)."""
+        """A call's outcome, as of when it ended (neutral and unknown outcomes are never
+        recorded)."""
         events = self.advance(circuit, at_s)
+        if at_s < circuit.closed_at_s:
+            return events  # from before the circuit last closed: that streak is over
         c = self.config
         window = circuit.window
         window.append((at_s, failed))
@@ -210,7 +254,9 @@ class CircuitMachine:
                 circuit.since_s = failure.at_s
         else:
             circuit.consecutive_failures = 0
-        if circuit.state is State.HALF_OPEN:
+        if circuit.state is State.HALF_OPEN and at_s >= circuit.changed_s:
+            # Only a call that ended after the circuit went half-open answers its probe: a
+            # late span from before then is old news.
             target, trigger = (
                 (State.OPEN, Trigger.PROBE_FAILED)
                 if failed
@@ -224,6 +270,10 @@ class CircuitMachine:
         elif circuit.state is State.CLOSED:
             circuit.first_failure, circuit.since_s = None, None
         return events
+
+    def trip(self, circuit: Circuit, trigger: Trigger, at_s: float) -> Transition:
+        """Open a circuit on evidence from outside its own window (the blast radius)."""
+        return self._transition(circuit, State.OPEN, trigger, at_s)
 
     def _trips(self, circuit: Circuit) -> Trigger | None:
         c = self.config

@@ -8,6 +8,13 @@ allowed; ``tool`` and ``call`` block one way always. A call without a fingerprin
 be told from a corrected retry: it never opens nor meets a call-scoped block (only a
 tool-scoped one). Neutral outcomes block nothing and are never dead calls.
 
+Every failure opens the block its class calls for, a repeat's too: a repeat of a tool
+error that fails on the transport has shown that the session is gone, and the tool is
+out. Span time decides, not arrival: a key's block is its *earliest* failure, whichever
+arrived first. When a failure arrives after a repeat of it (spans out of order), it takes
+the block's place and the verdict says so (``placed``): the breaker then revises the
+calls already decided that it stands in front of (``repeats``, ``reorder.py``).
+
 A key here has two states, open (blocked) or not; the across-turn circuits in
 ``circuit.py`` are the full state machine.
 """
@@ -39,6 +46,7 @@ class Block:
     span_id: bytes
     trace_id: bytes
     at_ns: int  # when the failing call ended
+    start_ns: int  # when it began: calls are ordered by (start, span id)
     failure_class: FailureClass | None
     excerpt: str
 
@@ -47,6 +55,8 @@ class Block:
 class TurnVerdict:
     dead_call: bool
     block: Block | None  # the block the call ran into, or the one it opened
+    # The block this failure opened, or moved earlier: calls after it may be repeats of it.
+    placed: Block | None = None
 
 
 class TurnBreaker:
@@ -65,30 +75,43 @@ class TurnBreaker:
             # move the clock that expires other turns (it would change their decisions).
             return TurnVerdict(False, None)
         # Span time drives expiry, and idle time counts from the turn's latest call.
-        blocks = self._turns.touch((call.tenant, call.turn), call.end_ns / NS_PER_S, dict)
-        met = self._met(blocks, call)
-        if met is not None:
-            return TurnVerdict(True, met)
-        if call.outcome is Outcome.FAILED and len(blocks) < self.config.max_blocks_per_turn:
-            opened = self._block_for(call)
-            if opened is not None:
-                blocks.setdefault(opened.key, opened)
-                return TurnVerdict(False, opened)
-        return TurnVerdict(False, None)
-
-    def _met(self, blocks: dict[str, Block], call: ToolCall) -> Block | None:
-        skew_ns = int(self.config.clock_skew_s * NS_PER_S)
+        blocks = self._turns.touch(turn_key(call), call.end_ns / NS_PER_S, dict)
+        candidate = self._block_for(call) if call.outcome is Outcome.FAILED else None
+        # A failure earlier than the block of its own key is that key's first failure,
+        # whatever arrived first: it takes the block's place instead of repeating it.
+        placing = candidate is not None and _earlier(candidate, blocks.get(candidate.key))
+        met = None
         for key in (_tool_key(call), _call_key(call)):
-            block = blocks.get(key) if key else None
-            # Only a call that began after the failure ended repeats it; the skew allows
-            # for clocks of different hosts, and for the failing call itself.
-            if (
-                block is not None
-                and block.span_id not in call.span_ids
-                and call.start_ns + skew_ns >= block.at_ns
-            ):
-                return block
-        return None
+            block = blocks.get(key or "")
+            if block is None or (placing and candidate is not None and key == candidate.key):
+                continue
+            if self.repeats(block, call):
+                met = block
+                break
+        placed = None
+        room = candidate is not None and (
+            candidate.key in blocks or len(blocks) < self.config.max_blocks_per_turn
+        )
+        if placing and room and candidate is not None:
+            blocks[candidate.key] = candidate
+            placed = candidate
+        if met is not None:
+            return TurnVerdict(True, met, placed=placed)
+        known = blocks.get(candidate.key) if candidate is not None else None
+        return TurnVerdict(False, known, placed=placed)
+
+    def repeats(self, block: Block, call: ToolCall) -> bool:
+        """Does ``call`` repeat the failure behind ``block`` (same key, made after it)?"""
+        if block.key not in (_tool_key(call), _call_key(call)):
+            return False
+        # Only a call made after the failing one (in span time, ties by span id) and begun
+        # once it had ended repeats it; the skew allows for clocks of different hosts.
+        if block.span_id in call.span_ids or (call.start_ns, call.span_ids[0]) <= (
+            block.start_ns,
+            block.span_id,
+        ):
+            return False
+        return call.start_ns + int(self.config.clock_skew_s * NS_PER_S) >= block.at_ns
 
     def _block_for(self, call: ToolCall) -> Block | None:
         mode = self.config.turn_key
@@ -104,9 +127,21 @@ class TurnBreaker:
             span_id=call.span_ids[0],
             trace_id=call.trace_id,
             at_ns=call.end_ns,
+            start_ns=call.start_ns,
             failure_class=call.failure_class,
             excerpt=call.verdict.error_excerpt,
         )
+
+
+def _earlier(block: Block, than: Block | None) -> bool:
+    """The earlier failure of one key, in the order calls are made (start, then span id,
+    so the order of arrival never decides which of two concurrent failures is first)."""
+    return than is None or (block.start_ns, block.span_id) < (than.start_ns, than.span_id)
+
+
+def turn_key(call: ToolCall) -> tuple[str, str]:
+    """Turns are keyed by tenant too: turn ids a harness chooses may repeat across tenants."""
+    return (call.tenant, call.turn)
 
 
 def _tool_key(call: ToolCall) -> str:
