@@ -50,19 +50,30 @@ def promtool_check_metrics(exposition: str) -> subprocess.CompletedProcess[str]:
 class PrometheusServer:
     """``prometheus`` as a subprocess: its own config, TSDB and log under ``workdir``."""
 
-    def __init__(self, workdir: Path, targets: Sequence[str], *, job: str = "mcp-breaker") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        targets: Sequence[str],
+        *,
+        job: str = "mcp-breaker",
+        rule_files: Sequence[Path] = (),
+    ) -> None:
         self.workdir = workdir
         self.job = job
         self.port = free_port()
         self.config_path = workdir / "prometheus.yml"
         self.log_path = workdir / "prometheus.log"
         quoted = ", ".join(json.dumps(target) for target in targets)
-        # Every second, so a test waits a few seconds for a scrape, not a minute.
+        rules = "".join(f"  - {json.dumps(str(path))}\n" for path in rule_files)
+        # Every second, so a test waits a few seconds for a scrape, not a minute; rules
+        # are evaluated as often.
         self.config_path.write_text(
             "global:\n"
             "  scrape_interval: 1s\n"
             "  scrape_timeout: 1s\n"
-            "scrape_configs:\n"
+            "  evaluation_interval: 1s\n"
+            + (f"rule_files:\n{rules}" if rules else "")
+            + "scrape_configs:\n"
             f"  - job_name: {json.dumps(job)}\n"
             "    static_configs:\n"
             f"      - targets: [{quoted}]\n"
@@ -149,6 +160,11 @@ class PrometheusServer:
     def exemplars(self, expr: str) -> list[dict[str, Any]]:
         """``/api/v1/query_exemplars`` over all time: ``[{"seriesLabels", "exemplars"}]``."""
         result: list[dict[str, Any]] = self.api("query_exemplars", query=expr)
+        return result
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """``/api/v1/alerts``: the alerts pending or firing, with ``activeAt``."""
+        result: list[dict[str, Any]] = self.api("alerts")["alerts"]
         return result
 
     def targets(self) -> list[dict[str, Any]]:

@@ -143,9 +143,14 @@ def test_a_new_tool_name_per_call_stays_within_the_cap(service: ServiceThread) -
         long_name = "L" * 100_000  # first, so it gets one of the places
         sender.calls([long_name])
         first, second = growth_of_two_batches(lambda: sender.calls(new_names(rng, BATCH)))
+        # A series' first scrape shows it at zero (so increase() counts its first calls),
+        # the next one its count.
+        at_birth = scrape(service.telemetry_url)
         scraped = scrape(service.telemetry_url)
     finally:
         sender.close()
+
+    assert {value for _, value in at_birth["mcp_breaker_tool_calls"]} == {0.0}
 
     calls = scraped["mcp_breaker_tool_calls"]
     assert sender.sent == 1 + 2 * BATCH

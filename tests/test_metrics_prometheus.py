@@ -26,6 +26,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -413,3 +414,67 @@ def test_prometheus_scrapes_the_incident(
     assert float(refused["timestamp"]) == pytest.approx(
         latest["server"].call.end_ns / 1e9, abs=1e-3
     )
+
+
+ALERT_RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "alerts.yaml"
+DEAD_CALLS_ENFORCED = 'mcp_breaker_dead_calls_total{mode="enforced"}'
+
+
+def test_increase_counts_the_first_burst_and_the_dead_calls_alert_goes_pending_with_it(
+    running: tuple[ServiceThread, Sink], tmp_path: Path
+) -> None:
+    """A real Prometheus scraping every second, with the shipped alert rules evaluated
+    every second, through the seed replay. Every dead-call series is first seen at zero,
+    so increase() over the last minute counts every dead call, the first burst included;
+    and MCPBreakerDeadCallsRising goes pending within a scrape and an evaluation of the
+    first dead calls (it fires its 5-minute for: later; that is promtool's to test)."""
+    service, sink = running
+    target = f"{LOOPBACK}:{service.service.ports['telemetry']}"
+    prometheus = PrometheusServer(tmp_path, [target], rule_files=[ALERT_RULES]).start()
+    try:
+        wait_until(lambda: prometheus.value('up{job="mcp-breaker"}') == 1, SCRAPE_SETTLE_S)
+        replay = replay_the_incident(service, sink)
+        replayed_at = time.time()
+        total = len(replay.dead())
+        assert total == 13
+
+        # Born at zero, in Prometheus's own view: each series' first sample is 0.
+        def born_at_zero() -> bool:
+            first = prometheus.query(f"min_over_time({DEAD_CALLS_ENFORCED}[5m])")
+            return bool(first) and all(float(s["value"][1]) == 0.0 for s in first)
+
+        wait_until(
+            born_at_zero,
+            SCRAPE_SETTLE_S,
+            f"dead-call series first seen at 0\n{prometheus.log_tail()}",
+        )
+
+        # increase() over the last minute: every dead call, within what its extrapolation to
+        # the end of the window adds (less than a scrape interval's worth).
+        seen: list[float | None] = []
+
+        def counted() -> bool:
+            seen.append(prometheus.value(f"sum(increase({DEAD_CALLS_ENFORCED}[1m]))"))
+            return seen[-1] is not None and total <= seen[-1] <= total * 1.25
+
+        wait_until(counted, SCRAPE_SETTLE_S, f"increase gave {seen[-1:]} for {total} dead calls")
+        assert prometheus.value(f"sum({DEAD_CALLS_ENFORCED})") == total
+
+        def pending() -> list[dict[str, Any]]:
+            return [
+                a
+                for a in prometheus.alerts()
+                if a["labels"].get("alertname") == "MCPBreakerDeadCallsRising"
+                and a["labels"].get("server") == SERVER
+            ]
+
+        wait_until(lambda: bool(pending()), SCRAPE_SETTLE_S, f"the alert\n{prometheus.log_tail()}")
+        (alert,) = pending()
+        assert alert["state"] == "pending"
+        active_at = datetime.fromisoformat(alert["activeAt"].replace("Z", "+00:00")).timestamp()
+        # Pending from the first scrape that saw the burst: within a few scrape and
+        # evaluation intervals of the replay, not fifteen minutes on.
+        assert active_at - replayed_at < 10, (active_at, replayed_at)
+    finally:
+        prometheus.stop()
+        print(prometheus.log_tail())

@@ -118,11 +118,16 @@ def tool_labels(server: str = "web", tool: str = "search", **more: str) -> dict[
     return {"server": server, "tool": tool, **more}
 
 
+SERVER_TOOLS = ("search", "fetch", "crawl")
+
+
 def open_server(rig: Rig, *, server: str = "web", first_minute: float = 0) -> None:
-    """Three transport failures in three turns: the server's circuit opens (consecutive)."""
+    """Three session failures in three turns, one on each of three tools: the server's
+    circuit opens (consecutive), and no tool failed often enough to open its own."""
     for i in range(3):
         minute = first_minute + i
-        decision = rig.call(failed(minute, TRANSPORT, server=server, turn=f"fail-{minute}"))
+        call = failed(minute, TRANSPORT, server=server, tool=SERVER_TOOLS[i], turn=f"fail-{minute}")
+        decision = rig.call(call)
     assert decision.transitions[-1].target is State.OPEN
 
 
@@ -265,7 +270,8 @@ def test_exemplars_carry_the_trace_of_the_call() -> None:
     assert rig.sample(DURATION + "_bucket", **ok, le="+Inf").exemplar is None
     failed_bucket = rig.sample(DURATION + "_bucket", **tool_labels(outcome="failed"), le="2.5")
     assert failed_bucket.exemplar is not None
-    assert failed_bucket.exemplar.labels["trace_id"] == trace_of("fail-2").hex()  # the latest
+    # search's one failure (open_server fails each of three tools once)
+    assert failed_bucket.exemplar.labels["trace_id"] == trace_of("fail-0").hex()
 
     text = rig.openmetrics()
     assert f'# {{span_id="{span}",trace_id="{trace}"}} 1.5' in text
@@ -311,10 +317,11 @@ def circuits(rig: Rig) -> dict[tuple[str, str], float]:
 def test_circuit_state_is_a_stateset_read_at_the_latest_span_time() -> None:
     rig = Rig()
     open_server(rig)
-    assert current(rig) == {("server", "web"): "open", ("tool", "web/search"): "closed"}
+    tools = {("tool", f"web/{tool}"): "closed" for tool in SERVER_TOOLS}
+    assert current(rig) == {("server", "web"): "open", **tools}
     since = {s.labels["key"]: s.value for s in rig.samples(FAILING_SINCE)}
     assert since == {"web": at_s(0) + 2.0}  # the first failure's end; none for closed
-    assert circuits(rig) == {("server", "open"): 1, ("tool", "closed"): 1}
+    assert circuits(rig) == {("server", "open"): 1, ("tool", "closed"): 3}
 
     # A call elsewhere moves the breaker's span clock past web's open period (300 s):
     # read now, web is half-open, though no call to it has moved the circuit itself.
@@ -322,7 +329,7 @@ def test_circuit_state_is_a_stateset_read_at_the_latest_span_time() -> None:
     assert rig.breaker.latest_s > at_s(2) + 2.0 + 300
     assert current(rig) == {
         ("server", "web"): "half_open",
-        ("tool", "web/search"): "closed",
+        **tools,
         ("server", "docs"): "closed",
         ("tool", "docs/read"): "closed",
     }
@@ -331,7 +338,7 @@ def test_circuit_state_is_a_stateset_read_at_the_latest_span_time() -> None:
     assert circuits(rig) == {
         ("server", "half_open"): 1,
         ("server", "closed"): 1,
-        ("tool", "closed"): 2,
+        ("tool", "closed"): 4,
     }
 
     # Its probe succeeds: closed, and no longer failing.
@@ -693,7 +700,8 @@ def test_the_openmetrics_exposition_parses_back() -> None:
 
     calls = {tuple(sorted(s.labels.items())): s.value for s in families[P + "tool_calls"].samples}
     assert len(calls) == 3 + 1  # the cap, and the overflow series
-    assert calls[((OVERFLOW_LABEL, "true"),)] == 5  # the five calls to docs came past the cap
+    # The three failures (one per tool) fill the cap; the seven calls after come past it.
+    assert calls[((OVERFLOW_LABEL, "true"),)] == 7
     assert sum(calls.values()) == 3 + 1 + 1 + 5  # every call counted once
 
     histogram = families[P + "tool_call_duration_seconds"].samples
@@ -748,8 +756,49 @@ def test_a_prepared_scrape_reports_the_copy_not_the_live_tables() -> None:
     rig = Rig()
     rig.call(tool_call(1, turn="a"))
     rig.metrics.prepare_scrape()
+    list(rig.metrics.collect())  # the series' first scrape: shown at zero
+    rig.metrics.prepare_scrape()
     rig.call(tool_call(2, turn="b"))  # after the copy: not in this scrape
     families = list(rig.metrics.collect())
     calls = next(f for f in families if f.name == P + "tool_calls")
     assert sum(s.value for s in calls.samples) == 1
     assert rig.value(P + "tool_calls_total", **tool_labels(outcome="ok", failure_class="")) == 2
+
+
+def scraped_calls(rig: Rig) -> dict[tuple[tuple[str, str], ...], float]:
+    rig.metrics.prepare_scrape()
+    families = {f.name: f for f in rig.metrics.collect()}
+    return {tuple(sorted(s.labels.items())): s.value for s in families[P + "tool_calls"].samples}
+
+
+def test_a_new_series_is_scraped_at_zero_first() -> None:
+    """Prometheus's increase() counts from a series' first sample: a counter that first
+    appears at 3 is read as "always 3". So its first scrape shows it at 0, the next its
+    count; a series already shown goes on as usual."""
+    rig = Rig()
+    for minute in range(3):
+        rig.call(failed(minute, TRANSPORT, turn=f"t{minute}"))
+    labels = tuple(sorted(tool_labels(outcome="failed", failure_class="transport").items()))
+    assert scraped_calls(rig) == {labels: 0.0}
+    assert scraped_calls(rig) == {labels: 3.0}
+    rig.call(tool_call(5, turn="ok"))
+    ok = tuple(sorted(tool_labels(outcome="ok", failure_class="").items()))
+    assert scraped_calls(rig) == {labels: 3.0, ok: 0.0}
+    assert scraped_calls(rig) == {labels: 3.0, ok: 1.0}
+    # Outside a scrape (a registry read, as a test or another collector does) nothing waits.
+    assert rig.value(P + "tool_calls_total", **tool_labels(outcome="ok", failure_class="")) == 1
+
+
+def test_a_refused_call_is_counted_apart_from_the_calls_that_ran() -> None:
+    """A call an advisory kept the harness from making is outcome refused, not neutral:
+    failed / (ok + failed) stays a true error ratio."""
+    rig = Rig()
+    refused = tool_call(
+        1, outcome=Outcome.NEUTRAL, neutral_reason=NeutralReason.REFUSED_BY_ADVISORY
+    )
+    rig.call(refused)
+    rig.call(declined(2))
+    assert rig.value(TOOL_CALLS, **tool_labels(outcome="refused", failure_class="")) == 1
+    assert rig.value(TOOL_CALLS, **tool_labels(outcome="neutral", failure_class="")) == 1
+    reasons = {s.labels["reason"]: s.value for s in rig.samples(P + "neutral_calls_total")}
+    assert reasons == {"refused_by_advisory": 1, "declined": 1}

@@ -53,8 +53,10 @@ TOOL_CALLS = MetricSpec(
     kind=Kind.COUNTER,
     unit="",
     labels=(*TOOL, "outcome", "failure_class"),
-    help="Tool calls by outcome (ok, failed, neutral, unknown) and failure class.",
-    query='sum by (server, tool) (rate(mcp_breaker_tool_calls_total{outcome="failed"}[5m]))',
+    help="Tool calls by outcome (ok, failed, neutral, unknown; refused: not made, an "
+    "advisory said the tool was out) and failure class.",
+    query='sum by (server, tool) (rate(mcp_breaker_tool_calls_total{outcome="failed"}[5m])) '
+    '/ sum by (server, tool) (rate(mcp_breaker_tool_calls_total{outcome=~"ok|failed"}[5m]))',
     bounded=True,
 )
 CALL_DURATION = MetricSpec(
@@ -86,6 +88,16 @@ DEAD_CALL_SECONDS = MetricSpec(
     help="Seconds the dead calls took: time the harness spent on calls it was told to skip.",
     query="sum by (server) (increase(mcp_breaker_dead_call_seconds_total[1h]))",
     bounded=True,
+)
+DEAD_CALLS_FOUND_LATE = MetricSpec(
+    name="dead_calls_found_late",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=("rule",),
+    help="Dead calls found only after their spans went on: a failure they repeated (or a "
+    "circuit that opened before they were made) arrived after them. Counted in dead_calls "
+    "too; their spans say dead_call false.",
+    query="sum by (rule) (increase(mcp_breaker_dead_calls_found_late_total[1h]))",
 )
 HIDDEN_FAILURES = MetricSpec(
     name="hidden_failures",
@@ -213,6 +225,15 @@ CLASSIFICATION_ERRORS = MetricSpec(
     "pending_overflow (decided early: too many held), malformed_listing.",
     query="sum by (kind) (rate(mcp_breaker_classification_errors_total[5m]))",
 )
+SPANS_FORWARDED_PENDING = MetricSpec(
+    name="spans_forwarded_pending",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=(),
+    help="Call spans forwarded before their call was decided (held for their other half): "
+    "they carry their own outcome and mcp.breaker.pending, not the breaker's decision.",
+    query="rate(mcp_breaker_spans_forwarded_pending_total[5m])",
+)
 DUPLICATE_SPANS = MetricSpec(
     name="duplicate_spans",
     kind=Kind.COUNTER,
@@ -289,6 +310,7 @@ DERIVED: tuple[MetricSpec, ...] = (
     CALL_DURATION,
     DEAD_CALLS,
     DEAD_CALL_SECONDS,
+    DEAD_CALLS_FOUND_LATE,
     HIDDEN_FAILURES,
     NEUTRAL_CALLS,
     CIRCUIT_STATE,
@@ -302,6 +324,7 @@ DERIVED: tuple[MetricSpec, ...] = (
     NAMESPACES_MISSING,
     STALE_ROSTER,
     CLASSIFICATION_ERRORS,
+    SPANS_FORWARDED_PENDING,
     DUPLICATE_SPANS,
     SERIES,
     OVERFLOW,

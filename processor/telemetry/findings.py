@@ -20,8 +20,8 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Exemplar as PromExemplar
 
 from processor.classify.classifier import PairingStats
-from processor.classify.events import FailureClass, Outcome, ToolCall
-from processor.config import TelemetryConfig
+from processor.classify.events import FailureClass, NeutralReason, Outcome, ToolCall
+from processor.config import Rule, TelemetryConfig
 from processor.engines.bounded import LruMap
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import CircuitKey, State, Transition, Trigger
@@ -57,6 +57,7 @@ RECORDED = (
     c.STALE_ROSTER,
 )
 PROBE_RESULTS = ("granted", "succeeded", "failed")
+REFUSED = "refused"  # the outcome label of a call an advisory kept the harness from making
 MAX_CLOCK_SKEW_S = 60.0  # span clocks ahead of ours by more than this are not believed
 _PROBE_RESULT = {Trigger.PROBE_SUCCEEDED: "succeeded", Trigger.PROBE_FAILED: "failed"}
 _SEVERITY_ORDER = {State.FORCED_OPEN: 0, State.OPEN: 1, State.HALF_OPEN: 2}  # closed last
@@ -89,6 +90,7 @@ class FindingMetrics(Collector):
             (scope, result): 0 for scope in ("server", "tool") for result in PROBE_RESULTS
         }
         self._collapses_seen: LruMap[str, list[int]] = LruMap(MAX_COLLAPSES_REMEMBERED)
+        self._dead_found_late: dict[tuple[str, ...], float] = {(r.value,): 0 for r in Rule}
 
     # -- the sink -------------------------------------------------------------------------
     def __call__(self, finding: object) -> None:
@@ -104,9 +106,17 @@ class FindingMetrics(Collector):
         server, tool = label_value(call.server), label_value(call.tool)
         seconds = max(0, call.end_ns - call.start_ns) / NS_PER_S
         exemplar = self._exemplar(call, seconds)
+        if decision.late:  # the call itself was counted when it arrived; now it is dead
+            _bump(self._dead_found_late, (decision.rule.value if decision.rule else "",))
+            self._dead_call(decision, server, tool, seconds, exemplar, now)
+            return
         failure = call.failure_class.value if call.failure_class else ""
-        self._add(c.TOOL_CALLS, (server, tool, call.outcome.value, failure), now)
-        duration = self._table(c.CALL_DURATION).at((server, tool, call.outcome.value), now)
+        # A call the harness did not make is not one that ran: apart, so failed / (ok +
+        # failed) is a true error ratio.
+        refused = call.verdict.neutral_reason is NeutralReason.REFUSED_BY_ADVISORY
+        outcome = REFUSED if refused else call.outcome.value
+        self._add(c.TOOL_CALLS, (server, tool, outcome, failure), now)
+        duration = self._table(c.CALL_DURATION).at((server, tool, outcome), now)
         assert isinstance(duration, HistogramValue)
         duration.observe(seconds, exemplar)
         if call.failure_class is FailureClass.HIDDEN:
@@ -114,17 +124,28 @@ class FindingMetrics(Collector):
         if call.outcome is Outcome.NEUTRAL and call.verdict.neutral_reason is not None:
             self._add(c.NEUTRAL_CALLS, (server, tool, call.verdict.neutral_reason.value), now)
         if decision.dead_call:
-            rule = decision.rule.value if decision.rule else ""
-            labels = (server, tool, rule, "enforced" if decision.enforced else "shadow")
-            # A counter's exemplar carries the increment (1), not the duration.
-            counted = replace(exemplar, value=1.0) if exemplar is not None else None
-            self._add(c.DEAD_CALLS, labels, now, exemplar=counted)
-            self._add(c.DEAD_CALL_SECONDS, labels, now, amount=seconds)
+            self._dead_call(decision, server, tool, seconds, exemplar, now)
         if decision.stale_roster:
             self._add(c.STALE_ROSTER, (label_value(call.harness), "offered_unknown"), now)
         self.count_transitions(decision.transitions)
         if decision.probe is not None:
             _bump(self._probes, (decision.probe.value, "granted"))
+
+    def _dead_call(
+        self,
+        decision: CallDecision,
+        server: str,
+        tool: str,
+        seconds: float,
+        exemplar: Exemplar | None,
+        now: float,
+    ) -> None:
+        rule = decision.rule.value if decision.rule else ""
+        labels = (server, tool, rule, "enforced" if decision.enforced else "shadow")
+        # A counter's exemplar carries the increment (1), not the duration.
+        counted = replace(exemplar, value=1.0) if exemplar is not None else None
+        self._add(c.DEAD_CALLS, labels, now, exemplar=counted)
+        self._add(c.DEAD_CALL_SECONDS, labels, now, amount=seconds)
 
     def count_transitions(self, transitions: Iterable[Transition]) -> None:
         """Circuit moves: from call decisions, and from operators (forced, released)."""
@@ -194,20 +215,24 @@ class FindingMetrics(Collector):
     # building tens of thousands of samples from the copy can then happen anywhere
     # (``_families``), so a scrape at the cap does not hold up intake.
     def prepare_scrape(self) -> None:
-        """On the loop: copy what the next ``collect`` reports (it may run in a thread)."""
-        self._scrape = self.snapshot()
+        """On the loop: copy what the next ``collect`` reports (it may run in a thread).
+
+        This is the scrape: a counter or histogram series it sees for the first time is
+        shown at zero (``series.py``), so Prometheus counts its first increments."""
+        self._scrape = self.snapshot(first_at_zero=True)
 
     def collect(self) -> Iterator[Metric]:
         data, self._scrape = self._scrape, None
         yield from _families(data if data is not None else self.snapshot(), self._config)
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, *, first_at_zero: bool = False) -> Snapshot:
         now = self._clock()
         tables = []
         for spec in RECORDED:
             table = self._tables[spec.name]
             table.expire(now)
-            tables.append((spec, [(labels, _copy(value)) for labels, value in table.items()]))
+            copied = [(labels, _copy(value, first_at_zero)) for labels, value in table.items()]
+            tables.append((spec, copied))
         breaker = self._breaker
         # As of the latest span, but never past the wall clock (plus skew): one span
         # stamped in the future must not flip every circuit to half-open in the scrape.
@@ -223,6 +248,8 @@ class FindingMetrics(Collector):
             circuits=circuits,
             transitions=dict(self._transitions),
             probes=dict(self._probes),
+            dead_found_late=dict(self._dead_found_late),
+            forwarded_pending=pairing.forwarded_pending,
             classification_errors={
                 ("unpaired",): pairing.unpaired,
                 ("pending_overflow",): pairing.pending_overflow,
@@ -242,17 +269,24 @@ class Snapshot:
     circuits: list[tuple[CircuitKey, State, float | None]]
     transitions: dict[tuple[str, ...], float]
     probes: dict[tuple[str, ...], float]
+    dead_found_late: dict[tuple[str, ...], float]
+    forwarded_pending: float
     classification_errors: dict[tuple[str, ...], float]
     duplicate_spans: float
     series: dict[tuple[str, ...], float]
     folded: dict[tuple[str, ...], float]
 
 
-def _copy(value: SeriesValue) -> SeriesValue:
-    if isinstance(value, CounterValue):
-        return CounterValue(value.total, value.exemplar)
+def _copy(value: SeriesValue, first_at_zero: bool) -> SeriesValue:
     if isinstance(value, GaugeValue):
         return GaugeValue(value.value)
+    if first_at_zero and not value.exposed:
+        value.exposed = True  # shown at zero now; its count from the next scrape on
+        if isinstance(value, CounterValue):
+            return CounterValue()
+        return HistogramValue(value.bounds)
+    if isinstance(value, CounterValue):
+        return CounterValue(value.total, value.exemplar)
     return HistogramValue(value.bounds, list(value.counts), value.sum, dict(value.exemplars))
 
 
@@ -262,7 +296,9 @@ def _families(data: Snapshot, config: TelemetryConfig) -> Iterator[Metric]:
     yield from _circuits(data.circuits, config.max_series_per_metric)
     yield closed_family(c.TRANSITIONS, data.transitions)
     yield closed_family(c.PROBES, data.probes)
+    yield closed_family(c.DEAD_CALLS_FOUND_LATE, data.dead_found_late)
     yield closed_family(c.CLASSIFICATION_ERRORS, data.classification_errors)
+    yield closed_family(c.SPANS_FORWARDED_PENDING, {(): data.forwarded_pending})
     yield closed_family(c.DUPLICATE_SPANS, {(): data.duplicate_spans})
     yield closed_family(c.SERIES, data.series)
     yield closed_family(c.OVERFLOW, data.folded)

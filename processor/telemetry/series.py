@@ -6,6 +6,12 @@ label sets; once full, an update for a new label set goes to one overflow series
 only ``otel_metric_overflow="true"``, as the Collector's span-metrics connector does) and
 is counted as folded. A series not updated for ``idle_s`` is dropped, which frees a place.
 
+Counters and histograms are born at zero: the first scrape that sees a new series is
+shown it at 0 (``exposed``), its count from the next scrape on. Prometheus's
+``increase()`` and ``rate()`` need a sample before the first increment to count it, and a
+series that first appears at 5 is read as "was always 5"; one scrape interval late beats
+never.
+
 Plain data, time passed in; the collector in ``findings.py`` reads it at scrape time.
 """
 
@@ -41,6 +47,7 @@ class Exemplar:
 class CounterValue:
     total: float = 0.0
     exemplar: Exemplar | None = None
+    exposed: bool = False  # a scrape has shown this series (at zero, the first time)
 
     def add(self, amount: float, exemplar: Exemplar | None = None) -> None:
         self.total += amount
@@ -62,6 +69,7 @@ class HistogramValue:
     counts: list[int] = field(default_factory=list)  # per bucket, not cumulative; +Inf last
     sum: float = 0.0
     exemplars: dict[int, Exemplar] = field(default_factory=dict)  # bucket index -> latest
+    exposed: bool = False  # a scrape has shown this series (at zero, the first time)
 
     def __post_init__(self) -> None:
         if not self.counts:
