@@ -13,7 +13,10 @@ and changes one thing, ``call_tool``:
    → refuse as above;
 4. otherwise make the call through the real session and record its span: ``ok``, or
    ``failed`` with the error text when the result has ``is_error`` or the call raised
-   (re-raised after recording).
+   (re-raised after recording). A result with ``is_error`` false whose body is a typed
+   failure (``{"_tag": "...Failure"}`` in ``structuredContent`` or a text item, the T3
+   seed) is recorded with that failure's identifying fields in ``mcp.tool.result``, so
+   the service reads it as a hidden failure and the mirror refuses its repeat.
 
 Every other attribute (``list_tools``, ``initialize``, ...) goes straight to the wrapped
 session: **the tool stays in the model's roster**. Removing it would leave the model
@@ -49,6 +52,7 @@ from mcp.types import CallToolResult, TextContent
 from opentelemetry.trace import Tracer
 
 from processor.advisories.v1 import advisories_pb2 as pb
+from processor.classify.result import read_result
 from processor.client.calls import resolve_server
 from processor.client.mirror import CheckResult, Decision
 from processor.client.tracing import ToolCallRecord, record_tool_call
@@ -199,8 +203,15 @@ def refusal_result(tool: str, advisory: pb.Advisory | None) -> CallToolResult:
 def record_result(record: ToolCallRecord, result: CallToolResult) -> None:
     if result.is_error:
         record.failed(result_text(result) or "the tool returned isError", is_error=True)
-    else:
-        record.ok()
+        return
+    # isError false is not yet a success: the T3 seed's failures come back as typed
+    # failure bodies in a success envelope. Read the envelope as the service reads one.
+    envelope = {
+        "content": [b.model_dump(by_alias=True, exclude_none=True) for b in result.content],
+        "structuredContent": result.structured_content,
+        "isError": False,
+    }
+    record.ok(typed_failure=read_result(envelope).typed_failure)
 
 
 def result_text(result: CallToolResult) -> str:

@@ -36,6 +36,7 @@ failure of the tool nor as a success, and which does not touch the turn's blocks
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import os
 import threading
@@ -69,6 +70,7 @@ log = logging.getLogger(__name__)
 TOOL_CALL_SPAN = "mcp.tool.call"
 _TOOL_SPAN_PREFIXES = ("tools/call", "MCP send tools/call")
 MAX_ERROR_CHARS = 4096  # the service keeps a 300-character redacted excerpt anyway
+MAX_FIELD_CHARS = 300  # each field of a typed failure body recorded on the span
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -217,9 +219,17 @@ class ToolCallRecord:
         self.span = span
         self.outcome: str | None = None
 
-    def ok(self) -> None:
+    def ok(self, typed_failure: Mapping[str, Any] | None = None) -> None:
+        """The result came back with ``isError`` false. ``typed_failure``: the typed
+        failure body inside it (``processor.classify.result``), recorded so the service
+        reads the call as a hidden failure; only its identifying fields go on the span
+        (``_tag``, ``code``, ``ok``, ``type``, ``name``, a redacted ``message``), never the
+        rest of the result."""
         self._set_outcome("ok")
         self.span.set_attribute("mcp.tool.is_error", False)
+        if typed_failure is not None:
+            fields = failure_fields(typed_failure)
+            self.span.set_attribute("mcp.tool.result", json.dumps(fields, sort_keys=True))
 
     def failed(
         self, error: str, *, error_type: str | None = None, is_error: bool | None = None
@@ -312,6 +322,26 @@ def record_tool_call(
             if record.outcome is None:
                 record.cancelled()
             raise
+
+
+_FAILURE_KEYS = ("_tag", "code", "ok", "type", "name", "message")
+
+
+def failure_fields(body: Mapping[str, Any], *, depth: int = 0) -> dict[str, Any]:
+    """The fields of a typed failure body that say what failed, bounded and redacted: a
+    failure body may carry what the user asked about, and spans travel on to tracing
+    backends. An ``error`` object is kept the same way, one level down."""
+    fields: dict[str, Any] = {}
+    for key in _FAILURE_KEYS:
+        value = body.get(key)
+        if isinstance(value, str):
+            fields[key] = redact(value, max_chars=MAX_FIELD_CHARS)
+        elif isinstance(value, (bool, int, float)):
+            fields[key] = value
+    error = body.get("error")
+    if depth == 0 and isinstance(error, Mapping):
+        fields["error"] = failure_fields(error, depth=1)
+    return fields
 
 
 def describe_error(error: BaseException) -> str:
