@@ -40,7 +40,8 @@ from processor.pipeline import Pipeline, Sink
 from processor.receive import grpc as grpc_receiver
 from processor.receive import http as http_receiver
 from processor.receive.intake import Intake
-from processor.stage import Stage
+from processor.stage import SpanHook, Stage
+from processor.strip import AttributeStripper
 from processor.telemetry import http as telemetry_http
 from processor.telemetry.advisories import AdvisoryCollector
 from processor.telemetry.findings import FindingMetrics
@@ -149,10 +150,14 @@ class Service:
         self.pipeline = Pipeline(
             classifier, self.breaker, (*consumers, *event_sinks), RosterHealth(config.roster)
         )
+        # Payload attributes go after the pipeline has read them (and even if it failed).
+        hooks: list[SpanHook] = [self.pipeline]
+        if config.forward.strip_attributes:
+            hooks.append(AttributeStripper(config.forward.strip_attributes))
         self.stage = (
             stage
             if stage is not None
-            else Stage((self.pipeline,), on_hook_error=self.metrics.stage_errors.inc)
+            else Stage(hooks, on_hook_error=self.metrics.stage_errors.inc)
         )
         self._ticker: asyncio.Task[None] | None = None
         self._sender = sender
@@ -273,6 +278,13 @@ class Service:
                 self.config.forward.queue.max_spans,
                 self.config.forward.queue.consumers,
             )
+            stripped = self.config.forward.strip_attributes
+            if stripped:
+                log.info(
+                    "removing %s from MCP spans before they are forwarded "
+                    "(forward.strip_attributes)",
+                    ", ".join(stripped),
+                )
         else:
             log.warning(
                 "no next hop configured (forward.endpoint is empty): spans are analysed "

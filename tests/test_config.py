@@ -330,3 +330,20 @@ class TestUnknownEnvironment:
     def test_an_unknown_variable_does_not_stop_loading(self) -> None:
         """A warning, not an error: the prefix is shared (see unknown_environment)."""
         assert load_config(environ={"MCP_BREAKER_FORWARD_ENDPNT": "x"}) == ServiceConfig()
+
+
+def test_every_yaml_example_in_the_docs_is_a_valid_configuration(tmp_path: Path) -> None:
+    docs = Path(__file__).parents[1] / "docs"
+    blocks = [
+        (page.name, block)
+        for page in sorted(docs.glob("*.md"))
+        for block in re.findall(r"^```yaml\n(.*?)^```", page.read_text(), re.S | re.M)
+    ]
+    assert len(blocks) >= 2, blocks
+    for name, block in blocks:
+        path = tmp_path / "example.yaml"
+        path.write_text(block)
+        try:
+            load_config(path=path)
+        except ConfigError as error:
+            pytest.fail(f"docs/{name}: a YAML example is not valid: {error.problems}")
