@@ -41,7 +41,7 @@ from processor.receive import grpc as grpc_receiver
 from processor.receive import http as http_receiver
 from processor.receive.intake import Intake
 from processor.stage import SpanHook, Stage
-from processor.strip import AttributeStripper
+from processor.strip import StripAfter
 from processor.telemetry import http as telemetry_http
 from processor.telemetry.advisories import AdvisoryCollector
 from processor.telemetry.findings import FindingMetrics
@@ -150,14 +150,19 @@ class Service:
         self.pipeline = Pipeline(
             classifier, self.breaker, (*consumers, *event_sinks), RosterHealth(config.roster)
         )
-        # Payload attributes go after the pipeline has read them (and even if it failed).
-        hooks: list[SpanHook] = [self.pipeline]
+        # Payload attributes go once the pipeline has read them (and even if it failed).
+        analyse: SpanHook = self.pipeline
         if config.forward.strip_attributes:
-            hooks.append(AttributeStripper(config.forward.strip_attributes))
+            analyse = StripAfter(
+                self.pipeline,
+                # Read after each request: the classifier rebinds its span map per request.
+                lambda: self.pipeline.classifier.spans.values(),
+                config.forward.strip_attributes,
+            )
         self.stage = (
             stage
             if stage is not None
-            else Stage(hooks, on_hook_error=self.metrics.stage_errors.inc)
+            else Stage((analyse,), on_hook_error=self.metrics.stage_errors.inc)
         )
         self._ticker: asyncio.Task[None] | None = None
         self._sender = sender

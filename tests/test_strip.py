@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from processor.stage import Stage
-from processor.strip import AttributeStripper
+from processor.strip import StripAfter
 from tests.sdk import RESOURCE, export_grpc
 from tests.support import CaptureCollector, ServiceThread, make_config, wait_until
 
@@ -44,37 +44,47 @@ def spans_of(request: ExportTraceServiceRequest) -> list[Span]:
     return [s for r in request.resource_spans for sc in r.scope_spans for s in sc.spans]
 
 
-class TestTheHook:
-    def test_removes_the_keys_from_mcp_spans_only(self) -> None:
-        payload = {"mcp.tool.arguments": ARGUMENTS, "mcp.tool.result": "{}", "keep": "x"}
-        request = request_with(
-            ("mcp.tool.call", dict(payload)),
-            ("tools/call navigate", dict(payload)),
-            ("MCP send tools/call navigate", dict(payload)),
-            ("navigate.tool", dict(payload)),
-            ("GET /payroll", dict(payload)),  # not an MCP span: forwarded as it came
-        )
-        AttributeStripper(["mcp.tool.arguments", "mcp.tool.result"])(request)
-        *mcp, other = spans_of(request)
-        assert [attributes(s) for s in mcp] == [{"keep": "x"}] * 4
-        assert attributes(other) == payload
+KEYS = ("mcp.tool.arguments", "mcp.tool.result")
+PAYLOAD = {"mcp.tool.arguments": ARGUMENTS, "mcp.tool.result": "{}", "keep": "x"}
 
-    def test_strips_even_when_the_analysis_failed(self) -> None:
+
+class TestTheHook:
+    def test_strips_the_mcp_spans_the_analysis_found_and_only_those(self) -> None:
+        request = request_with(
+            ("mcp.tool.call", dict(PAYLOAD)),
+            ("tools/call navigate", dict(PAYLOAD)),
+            ("GET /payroll", dict(PAYLOAD)),  # not an MCP span: forwarded as it came
+        )
+        call, semconv, other = spans_of(request)
+        analysed: list[ExportTraceServiceRequest] = []
+        hook = StripAfter(analysed.append, lambda: [call, semconv], KEYS)
+        hook(request)
+        assert analysed == [request]  # the analysis ran first, on the whole request
+        assert attributes(call) == attributes(semconv) == {"keep": "x"}
+        assert attributes(other) == PAYLOAD
+
+    def test_when_the_analysis_fails_every_mcp_named_span_is_stripped(self) -> None:
         """A privacy setting must not depend on the analysis working."""
 
         def broken(request: ExportTraceServiceRequest) -> None:
             raise RuntimeError("a bug in classification")
 
+        request = request_with(
+            ("mcp.tool.call", dict(PAYLOAD)),
+            ("tools/call navigate", dict(PAYLOAD)),
+            ("MCP send tools/call navigate", dict(PAYLOAD)),
+            ("navigate.tool", dict(PAYLOAD)),
+            ("GET /payroll", dict(PAYLOAD)),
+        )
         errors: list[int] = []
         stage = Stage(
-            (broken, AttributeStripper(["mcp.tool.arguments"])),
-            on_hook_error=lambda: errors.append(1),
+            (StripAfter(broken, lambda: [], KEYS),), on_hook_error=lambda: errors.append(1)
         )
-        prepared = stage.from_request(
-            request_with(("mcp.tool.call", {"mcp.tool.arguments": ARGUMENTS}))
-        )
-        (span,) = spans_of(ExportTraceServiceRequest.FromString(prepared.payload))
-        assert errors == [1] and attributes(span) == {}
+        prepared = stage.from_request(request)
+        *mcp, other = spans_of(ExportTraceServiceRequest.FromString(prepared.payload))
+        assert errors == [1]  # still counted and logged as an analysis failure
+        assert [attributes(s) for s in mcp] == [{"keep": "x"}] * 4
+        assert attributes(other) == PAYLOAD
 
 
 def harness_spans() -> list[ReadableSpan]:
