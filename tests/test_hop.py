@@ -311,6 +311,10 @@ class TestProcess:
             collector.stop()
         assert process.returncode == 0
         assert "every accepted span was delivered" in log
+        assert (
+            "removing mcp.tool.arguments, mcp.tool.result from MCP spans before they are "
+            "forwarded (forward.strip_attributes)"
+        ) in log
         assert {s.span_id for s in collector.spans()} == span_ids(spans)
 
     def test_sigterm_says_what_it_could_not_deliver(self) -> None:
