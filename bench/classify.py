@@ -5,8 +5,9 @@ anyway, as when a marker shows up by chance), in one run:
 
     parse+serialize  what the parsed path costs without analysis (the baseline)
     stage            Stage.from_protobuf with the analysis hooked in: classify, breaker,
-                     annotate (what serve runs)
+                     annotate, then strip the payload attributes (what serve runs)
     classify         Classifier.classify alone, on an already decoded request
+    strip            the forward.strip_attributes hook alone (its default keys), likewise
 
 Reported in ns per span (all spans), ns per MCP span, and as the stage's ratio to the
 baseline. Best of several rounds: the machine is noisy, and the minimum is the least
@@ -27,9 +28,11 @@ from payload import SPANS_PER_REQUEST, build_requests
 
 from processor.classify.classifier import Classifier
 from processor.config import BreakerConfig
+from processor.config.model import DEFAULT_STRIP_ATTRIBUTES
 from processor.engines.breaker import Breaker
 from processor.pipeline import Pipeline
 from processor.stage import Stage
+from processor.strip import StripAfter, strip_spans
 
 CLOCK_STEP_S = 0.001  # the fake clock advances per request, as arrivals would
 REQUESTS = 16  # distinct pre-encoded requests per payload variant
@@ -67,7 +70,10 @@ def measure(variant: str, rounds: int) -> dict[str, float]:
         # A new classifier per round: each span is new to it, as in real traffic (a
         # classifier that saw the span before only checks that and moves on).
         pipeline = Pipeline(Classifier(), Breaker(BreakerConfig()), clock=now)
-        return Stage((pipeline,), markers=(b"",))  # always parse
+        hook = StripAfter(
+            pipeline, lambda: pipeline.classifier.spans.values(), DEFAULT_STRIP_ATTRIBUTES
+        )
+        return Stage((hook,), markers=(b"",))  # always parse
 
     def baseline() -> None:
         for payload in payloads:
@@ -87,15 +93,31 @@ def measure(variant: str, rounds: int) -> dict[str, float]:
             classifier.classify(request, now())
         return time.perf_counter_ns() - started
 
+    def strip_only() -> float:
+        # The MCP spans as the classifier hands them over, found before the clock starts.
+        classifier = Classifier()
+        found = []
+        for payload in payloads:
+            request = ExportTraceServiceRequest.FromString(payload)
+            classifier.classify(request, now())
+            found.append(list(classifier.spans.values()))
+        keys = frozenset(DEFAULT_STRIP_ATTRIBUTES)
+        started = time.perf_counter_ns()
+        for spans in found:
+            strip_spans(spans, keys)
+        return time.perf_counter_ns() - started
+
     results = {
         "baseline_ns": best_ns(baseline, rounds) / n,
         "stage_ns": best_ns(staged, rounds) / n,
         "classify_ns": min(classify_only() for _ in range(rounds)) / n,
+        "strip_ns": min(strip_only() for _ in range(rounds)) / n,
     }
     mcp = sum(mcp_spans(p) for p in payloads) / n
     per_span = {k.replace("_ns", "_ns_per_span"): v / SPANS_PER_REQUEST for k, v in results.items()}
     per_span["classify_ns_per_mcp_span"] = results["classify_ns"] / mcp if mcp else float("nan")
     per_span["stage_over_baseline"] = results["stage_ns"] / results["baseline_ns"]
+    per_span["strip_over_baseline"] = results["strip_ns"] / results["baseline_ns"]
     per_span["mcp_spans_per_request"] = mcp
     return per_span
 
@@ -112,6 +134,8 @@ def main() -> int:
         ("stage_over_baseline", "stage / baseline", "{:.2f}"),
         ("classify_ns_per_span", "classify alone, ns/span (all spans)", "{:,.0f}"),
         ("classify_ns_per_mcp_span", "classify alone, ns per MCP span", "{:,.0f}"),
+        ("strip_ns_per_span", "strip_attributes alone, ns/span (all spans)", "{:,.0f}"),
+        ("strip_over_baseline", "strip_attributes / baseline", "{:.3f}"),
     ]
     print(f"{'':44}{'plain (parsed)':>18}{'mixed (15% MCP)':>18}")
     for key, label, form in labels:

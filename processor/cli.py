@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import dataclasses
 import enum
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -15,10 +16,12 @@ import grpc
 import yaml
 
 from processor import __version__, logs
-from processor.config import ServiceConfig, env_var_name, load_config
+from processor.config import ServiceConfig, env_var_name, load_config, unknown_environment
 from processor.errors import ConfigError
 from processor.server import serve
 from processor.status import status
+
+log = logging.getLogger(__name__)
 
 DESCRIPTION = """\
 mcp-breaker: an OpenTelemetry hop that reads MCP tool calls in flight.
@@ -171,14 +174,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "status":
         return _status(args)
+    warnings = unknown_environment(os.environ)
     try:
         config = load_config(path=args.config, environ=os.environ, overrides=_overrides(args))
     except ConfigError as error:
+        _print_warnings(warnings)
         where = f" in {args.config}" if args.config else ""
         print(f"mcp-breaker: invalid configuration{where}:", file=sys.stderr)
         for problem in error.problems:
             print(f"  - {problem}", file=sys.stderr)
         return 1
+    if args.command != "serve":
+        _print_warnings(warnings)
     if args.command == "check-config":
         print(f"{args.config}: valid")
         return 0
@@ -186,7 +193,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_config(config)
         return 0
     logs.configure(config.log.level)
+    for warning in warnings:  # in the service's log, where an operator looks
+        log.warning("%s", warning)
     return asyncio.run(serve(config))
+
+
+def _print_warnings(warnings: Sequence[str]) -> None:
+    for warning in warnings:
+        print(f"mcp-breaker: warning: {warning}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
 from collections.abc import Sequence
@@ -39,7 +40,8 @@ from processor.pipeline import Pipeline, Sink
 from processor.receive import grpc as grpc_receiver
 from processor.receive import http as http_receiver
 from processor.receive.intake import Intake
-from processor.stage import Stage
+from processor.stage import SpanHook, Stage
+from processor.strip import StripAfter
 from processor.telemetry import http as telemetry_http
 from processor.telemetry.advisories import AdvisoryCollector
 from processor.telemetry.findings import FindingMetrics
@@ -54,13 +56,32 @@ ADVISORY_MAX_MESSAGE_BYTES = 1024 * 1024  # a Check or Subscribe request is smal
 ADVISORY_STOP_GRACE_S = 1.0  # subscribers' streams are cut at shutdown; they reconnect
 
 
-def _listen(endpoint: str, what: str) -> socket.socket:
+def _socket(endpoint: str) -> socket.socket:
     host, port = split_endpoint(endpoint)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family)
+
+
+def _listen(endpoint: str, what: str, key: str) -> socket.socket:
     try:
-        return socket.create_server((host, port), family=family)
+        return _socket(endpoint)
     except OSError as error:
-        raise StartupError(f"{what}: cannot listen on {endpoint}: {error.strerror}") from None
+        raise StartupError(_cannot_listen(what, endpoint, key, error)) from None
+
+
+def _cannot_listen(what: str, endpoint: str, key: str, error: OSError | None) -> str:
+    """What could not listen, where, the key that sets it, and the system's reason."""
+    reason = f": {os.strerror(error.errno)}" if error is not None and error.errno else ""
+    return f"{what}: cannot listen on {endpoint} (set by {key}){reason}"
+
+
+def _bind_error(endpoint: str) -> OSError | None:
+    """Why gRPC could not bind, which it does not say: what a plain bind there gets."""
+    try:
+        _socket(endpoint).close()
+    except OSError as error:
+        return error
+    return None
 
 
 def _grpc_server(max_receive_bytes: int) -> grpc.aio.Server:
@@ -78,6 +99,7 @@ def _bind(
     endpoint: str,
     credentials: grpc.ServerCredentials | None,
     what: str,
+    key: str,
 ) -> int:
     """The port ``server`` listens on, or a StartupError naming what could not listen."""
     try:
@@ -88,7 +110,7 @@ def _bind(
     except RuntimeError:
         port = 0
     if not port:
-        raise StartupError(f"{what}: cannot listen on {endpoint}")
+        raise StartupError(_cannot_listen(what, endpoint, key, _bind_error(endpoint)))
     return int(port)
 
 
@@ -128,10 +150,19 @@ class Service:
         self.pipeline = Pipeline(
             classifier, self.breaker, (*consumers, *event_sinks), RosterHealth(config.roster)
         )
+        # Payload attributes go once the pipeline has read them (and even if it failed).
+        analyse: SpanHook = self.pipeline
+        if config.forward.strip_attributes:
+            analyse = StripAfter(
+                self.pipeline,
+                # Read after each request: the classifier rebinds its span map per request.
+                lambda: self.pipeline.classifier.spans.values(),
+                config.forward.strip_attributes,
+            )
         self.stage = (
             stage
             if stage is not None
-            else Stage((self.pipeline,), on_hook_error=self.metrics.stage_errors.inc)
+            else Stage((analyse,), on_hook_error=self.metrics.stage_errors.inc)
         )
         self._ticker: asyncio.Task[None] | None = None
         self._sender = sender
@@ -141,7 +172,8 @@ class Service:
         self._advisory_server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self._runners: dict[str, web.AppRunner] = {}
-        self._started = False
+        self._started = False  # serving now (readiness)
+        self._opened = False  # start() completed: intake was open, spans may have come
 
     async def start(self) -> None:
         config = self.config
@@ -161,16 +193,21 @@ class Service:
             await self._start_grpc(intake)
         if receivers.http.enabled:
             app = http_receiver.make_app(intake, receivers.http.max_body_bytes)
-            await self._start_http("otlp_http", app, receivers.http.endpoint)
+            await self._start_http(
+                "otlp_http", app, receivers.http.endpoint, "receivers.http.endpoint"
+            )
         if self.advisories is not None:
             await self._start_advisories(self.advisories)
         if config.telemetry.enabled:
             app = telemetry_http.make_app(
                 self.registry, self.readiness, prepare=(self.finding_metrics.prepare_scrape,)
             )
-            await self._start_http("telemetry", app, config.telemetry.metrics_endpoint)
+            await self._start_http(
+                "telemetry", app, config.telemetry.metrics_endpoint, "telemetry.metrics_endpoint"
+            )
         self._ticker = asyncio.create_task(self._tick(), name="classify-expiry")
         self._started = True
+        self._opened = True
         self._log_started()
 
     async def _start_grpc(self, intake: Intake) -> None:
@@ -179,7 +216,7 @@ class Service:
         server.add_generic_rpc_handlers((grpc_receiver.trace_service_handler(intake),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         endpoint = self.config.receivers.grpc.endpoint
-        port = _bind(server, endpoint, None, "OTLP/gRPC receiver")
+        port = _bind(server, endpoint, None, "OTLP/gRPC receiver", "receivers.grpc.endpoint")
         await server.start()
         self._grpc_server = server
         self.ports["otlp_grpc"] = port
@@ -191,13 +228,15 @@ class Service:
         server = _grpc_server(ADVISORY_MAX_MESSAGE_BYTES)
         pb_grpc.add_AdvisoriesServicer_to_server(AdvisoriesServicer(advisories), server)  # type: ignore[no-untyped-call]
         pb_grpc.add_AdminServicer_to_server(AdminServicer(advisories), server)  # type: ignore[no-untyped-call]
-        port = _bind(server, config.endpoint, server_credentials(config.tls), "advisories")
+        credentials = server_credentials(config.tls)
+        port = _bind(server, config.endpoint, credentials, "advisories", "advisories.endpoint")
         await server.start()
         self._advisory_server = server
         self.ports["advisories"] = port
 
-    async def _start_http(self, name: str, app: web.Application, endpoint: str) -> None:
-        sock = _listen(endpoint, name)
+    async def _start_http(self, name: str, app: web.Application, endpoint: str, key: str) -> None:
+        what = {"otlp_http": "OTLP/HTTP receiver", "telemetry": "telemetry"}[name]
+        sock = _listen(endpoint, what, key)
         # Bodies are decompressed by the receiver itself, with a cap against gzip bombs.
         runner = web.AppRunner(app, auto_decompress=False, access_log=None)
         await runner.setup()
@@ -244,6 +283,13 @@ class Service:
                 self.config.forward.queue.max_spans,
                 self.config.forward.queue.consumers,
             )
+            stripped = self.config.forward.strip_attributes
+            if stripped:
+                log.info(
+                    "removing %s from MCP spans before they are forwarded "
+                    "(forward.strip_attributes)",
+                    ", ".join(stripped),
+                )
         else:
             log.warning(
                 "no next hop configured (forward.endpoint is empty): spans are analysed "
@@ -284,7 +330,9 @@ class Service:
                     self.forwarder.target,
                     grace,
                 )
-            else:
+            elif self._opened or report.delivered_spans:
+                # Said only of a service that took spans: after a failed start, "every
+                # accepted span was delivered" would claim work that never happened.
                 log.info("shutdown: every accepted span was delivered to %s", self.forwarder.target)
         for runner in self._runners.values():
             await runner.cleanup()

@@ -29,6 +29,15 @@ from processor.server import Service
 
 T = TypeVar("T")
 LOOPBACK = "127.0.0.1"
+# Every key that makes the service listen, by a short name. A test that starts the service
+# sets each of them, so nothing it starts sits on a default port, where another
+# engineer's ./scripts/serve (or a second test run) may already be.
+LISTEN_KEYS = {
+    "grpc": "receivers.grpc.endpoint",
+    "http": "receivers.http.endpoint",
+    "telemetry": "telemetry.metrics_endpoint",
+    "advisories": "advisories.endpoint",
+}
 
 
 def free_port() -> int:
@@ -153,10 +162,7 @@ class _RichStatus(grpc.Status):  # type: ignore[misc]
 def make_config(*overrides: str, **env: str) -> ServiceConfig:
     """A config with every port ephemeral on loopback, plus the given ``--set`` overrides."""
     base = [
-        f"receivers.grpc.endpoint={LOOPBACK}:0",
-        f"receivers.http.endpoint={LOOPBACK}:0",
-        f"telemetry.metrics_endpoint={LOOPBACK}:0",
-        f"advisories.endpoint={LOOPBACK}:0",
+        *(f"{key}={LOOPBACK}:0" for key in LISTEN_KEYS.values()),
         "forward.retry.initial_interval_s=0.05",
         "forward.retry.max_interval_s=0.5",
     ]

@@ -34,9 +34,11 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
+from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Tracer
 
 from processor.classify.events import FailureClass, NeutralReason, Outcome
 from processor.client import AdvisoryClient
@@ -100,8 +102,10 @@ async def run_turn(
     upstream_port: int,
     wrap: Callable[[ClientSession], Any],
     after_first: Callable[[], Awaitable[None]] | None = None,
+    turn_span: Tracer | None = None,
 ) -> list[CallToolResult]:
-    """Start the tool server over stdio and play the turn through ``wrap(session)``."""
+    """Start the tool server over stdio and play the turn through ``wrap(session)``: with
+    ``set_turn(TURN, ...)``, or (``turn_span``) without it, inside one span for the turn."""
     params = StdioServerParameters(
         command=sys.executable,
         args=[str(TOOL_SERVER)],
@@ -114,13 +118,16 @@ async def run_turn(
         harness_session = wrap(session)
 
         async def call(round_number: int) -> CallToolResult:
-            if isinstance(harness_session, BreakerSession):
+            if isinstance(harness_session, BreakerSession) and turn_span is None:
                 harness_session.set_turn(TURN, round_number)
             result = await harness_session.call_tool(TOOL, dict(ARGUMENTS))
             assert isinstance(result, CallToolResult)
             return result
 
-        return await play_the_seed_turn(call, after_first)
+        if turn_span is None:
+            return await play_the_seed_turn(call, after_first)
+        with turn_span.start_as_current_span("agent turn"):
+            return await play_the_seed_turn(call, after_first)
 
 
 def reached_the_tool(invocations: Path) -> int:
@@ -201,3 +208,51 @@ def test_with_mcp_breaker_one_call_reaches_the_dead_tool_and_seven_are_refused(
         assert decision.call.verdict.neutral_reason is NeutralReason.REFUSED_BY_ADVISORY
         assert not decision.dead_call  # refused by the harness: never made, never dead
         assert decision.call.fingerprint == failure.call.fingerprint
+
+
+def test_a_harness_that_never_sets_the_turn_is_kept_from_repeats_by_its_trace(
+    tmp_path: Path, service: tuple[ServiceThread, Decisions]
+) -> None:
+    """No set_turn, the turn in one span: the client takes the trace as the turn, as the
+    service does, so the repeats are refused all the same."""
+    running, decisions = service
+    invocations = tmp_path / "invocations.txt"
+    provider = TracerProvider(resource=Resource.create({"service.name": HARNESS}))
+    exporter = OTLPSpanExporter(endpoint=running.grpc_endpoint, insecure=True, timeout=10)
+    provider.add_span_processor(PromptToolSpanProcessor(exporter))
+    tracer = provider.get_tracer("e2e-harness")
+    advisories = AdvisoryClient(
+        f"{LOOPBACK}:{running.service.ports['advisories']}", harness=HARNESS
+    )
+    turns: list[str] = []
+    try:
+        assert advisories.wait_until_synced(20)
+
+        async def wait_for_the_advisory() -> None:
+            turns.append(
+                trace.format_trace_id(trace.get_current_span().get_span_context().trace_id)
+            )
+            deadline = time.monotonic() + ADVISORY_WAIT_S
+            while not advisories.check(turns[0], SERVER, TOOL, ARGUMENTS).refused:
+                assert time.monotonic() < deadline, "the advisory never reached the mirror"
+                await anyio.sleep(0.005)
+
+        results = anyio.run(
+            run_turn,
+            invocations,
+            closed_port(),
+            lambda session: BreakerSession(session, advisories, tracer, SERVER),
+            wait_for_the_advisory,
+            tracer,
+        )
+    finally:
+        provider.shutdown()
+        advisories.close()
+
+    assert reached_the_tool(invocations) == 1
+    assert [r.is_error for r in results] == [True] * 8
+    assert all("unavailable" in text_of(r) for r in results[1:])
+    wait_until(lambda: len(decisions.of_turn(turns[0])) == 8, what="all eight calls, one turn")
+    failure, *refusals = decisions.of_turn(turns[0])
+    assert failure.call.outcome is Outcome.FAILED
+    assert all(d.call.verdict.neutral_reason is NeutralReason.REFUSED_BY_ADVISORY for d in refusals)

@@ -49,6 +49,38 @@ def test_check_config_lists_every_problem(tmp_path: Path) -> None:
     )
 
 
+def test_check_config_warns_about_unknown_environment_variables(tmp_path: Path) -> None:
+    """A typo in a variable is named with the right name; the file is still valid."""
+    import os
+
+    path = tmp_path / "ok.yaml"
+    path.write_text("forward:\n  endpoint: collector:4317\n")
+    env = {**os.environ, "MCP_BREAKER_FORWARD_ENDPNT": "x:1"}
+    result = run("check-config", str(path), env=env)
+    assert result.returncode == 0
+    assert result.stderr.splitlines() == [
+        "mcp-breaker: warning: environment variable MCP_BREAKER_FORWARD_ENDPNT: not a "
+        "setting; ignored (did you mean MCP_BREAKER_FORWARD_ENDPOINT?)"
+    ]
+
+
+def test_a_bad_configuration_comes_with_the_environment_warnings(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The typo may be why a value is wrong: both are shown, the warning first."""
+    monkeypatch.setenv("MCP_BREAKER_FORWARD_TIMEOUT", "2")
+    assert main(["serve", "--set", "forward.timeout_s=0"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        "mcp-breaker: warning: environment variable MCP_BREAKER_FORWARD_TIMEOUT: not a "
+        "setting; ignored (did you mean MCP_BREAKER_FORWARD_TIMEOUT_S?)"
+    )
+    assert err[1:] == [
+        "mcp-breaker: invalid configuration:",
+        "  - forward.timeout_s: must be positive, got 0.0",
+    ]
+
+
 def test_serve_refuses_to_start_on_bad_configuration(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--set", "forward.timeout_s=0"]) == 1
     assert "forward.timeout_s: must be positive, got 0.0" in capsys.readouterr().err

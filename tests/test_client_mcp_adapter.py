@@ -7,6 +7,7 @@ The advisories come from a scripted source here (what ``AdvisoryClient.check`` a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -216,3 +217,67 @@ def test_a_raised_error_is_recorded_and_raised_again(
     assert attributes["mcp.tool.outcome"] == "failed"
     assert attributes["error.type"] == "-32001"  # mcp-breaker reads it as a timeout
     assert "Request timed out" in str(attributes["mcp.tool.error"])
+
+
+def calls_without_set_turn(
+    provider: TracerProvider, advisories: ScriptedAdvisories, *, in_a_turn_span: bool, calls: int
+) -> str | None:
+    """Make ``calls`` calls without ``set_turn``, inside one span or none; the trace id of
+    that span (hex), if any."""
+
+    async def run() -> str | None:
+        tracer = provider.get_tracer("h")
+        async with Client(tool_server([])) as client:
+            session = BreakerSession(client, advisories, tracer, SERVER)
+            if not in_a_turn_span:
+                for _ in range(calls):
+                    await session.call_tool("navigate", {"url": "https://example.test"})
+                return None
+            with tracer.start_as_current_span("agent turn") as turn:
+                for _ in range(calls):
+                    await session.call_tool("navigate", {"url": "https://example.test"})
+                return f"{turn.get_span_context().trace_id:032x}"
+
+    return anyio.run(run)
+
+
+def test_without_set_turn_the_current_trace_is_the_turn(
+    spans: tuple[TracerProvider, InMemorySpanExporter], caplog: pytest.LogCaptureFixture
+) -> None:
+    """As the service reads a span without mcp.turn.id: its trace id is the turn."""
+    provider, memory = spans
+    advisories = ScriptedAdvisories(CheckResult(decision=Decision.ALLOW))
+    trace_hex = calls_without_set_turn(provider, advisories, in_a_turn_span=True, calls=2)
+    assert trace_hex is not None and len(trace_hex) == 32
+    assert [turn for _, turn, *_ in advisories.asked] == [trace_hex, trace_hex]
+    tool_spans = [s for s in memory.get_finished_spans() if s.name == "mcp.tool.call"]
+    assert len(tool_spans) == 2
+    for span in tool_spans:  # the service will read the same turn from them
+        assert span.context is not None and f"{span.context.trace_id:032x}" == trace_hex
+        assert "mcp.turn.id" not in (span.attributes or {})
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_set_turn_wins_over_the_trace(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, _ = spans
+    advisories = ScriptedAdvisories(CheckResult(decision=Decision.ALLOW))
+    call_through(provider, advisories)  # set_turn("t1", 3), no span around the call
+    assert [turn for _, turn, *_ in advisories.asked] == ["t1"]
+
+
+def test_with_neither_a_turn_nor_a_trace_the_session_warns_once(
+    spans: tuple[TracerProvider, InMemorySpanExporter], caplog: pytest.LogCaptureFixture
+) -> None:
+    provider, _ = spans
+    advisories = ScriptedAdvisories(CheckResult(decision=Decision.ALLOW))
+    caplog.set_level(logging.WARNING, logger="processor.client")
+    calls_without_set_turn(provider, advisories, in_a_turn_span=False, calls=3)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        f"mcp-breaker: no turn for calls to {SERVER}: call set_turn(turn_id) before each "
+        "model round, or make the calls inside a span for the turn (its trace is the turn); "
+        "without either, each call is a turn of its own and a repeated call cannot be refused"
+    ]
+    assert [turn for _, turn, *_ in advisories.asked] == ["", "", ""]

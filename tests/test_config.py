@@ -15,6 +15,7 @@ from processor.config import (
     env_var_name,
     leaf_keys,
     load_config,
+    unknown_environment,
 )
 from processor.errors import ConfigError
 
@@ -145,16 +146,36 @@ class TestValidation:
         problems = problems_of(overrides=["receivers.grpc.enabled=no", "receivers.http.enabled=no"])
         assert problems == ["receivers: at least one of grpc and http must be enabled"]
 
-    def test_every_problem_is_reported_at_once(self, tmp_path: Path) -> None:
+    def test_every_problem_of_every_kind_is_reported_at_once(self, tmp_path: Path) -> None:
+        """Unknown keys, types and ranges in one pass: a file is fixed in one round."""
         path = tmp_path / "bad.yaml"
-        path.write_text("forward:\n  timeout_s: soon\n  queue: {max_spans: -5}\nrecievers: {}\n")
-        problems = problems_of(path=path)
-        assert len(problems) == 2, problems  # type errors stop before range checks
-        assert any(p.startswith("recievers: unknown key (did you mean") for p in problems)
-        assert any(
-            "forward.timeout_s: expected a number, got 'soon' (from file bad.yaml)" in p
-            for p in problems
+        path.write_text(
+            "forward:\n  timeout_s: soon\n  queue: {max_spans: -5}\n"
+            "breaker: {failure_ratio: 1.5}\n"
+            "receivers: {http: {endpoint: 'h:99999'}}\n"
+            "recievers: {}\n"
         )
+        problems = problems_of(path=path, overrides=["forward.queue.consumers=ten"])
+        assert problems == [
+            "recievers: unknown key (did you mean receivers?)",
+            "forward.timeout_s: expected a number, got 'soon' (from file bad.yaml)",
+            "forward.queue.consumers: expected an integer, got 'ten' (from --set "
+            "forward.queue.consumers)",
+            "receivers.http.endpoint: must be host:port with a port from 0 to 65535, got 'h:99999'",
+            "forward.queue.max_spans: must be positive, got -5",
+            "breaker.failure_ratio: must be in (0, 1], got 1.5",
+        ]
+
+    def test_an_unreadable_value_is_not_range_checked_as_its_default(self) -> None:
+        """The range check runs on the default in its place: no second line about it."""
+        problems = problems_of(
+            overrides=["forward.retry.max_interval_s=later", "forward.retry.multiplier=0.5"]
+        )
+        assert problems == [
+            "forward.retry.max_interval_s: expected a number, got 'later' "
+            "(from --set forward.retry.max_interval_s)",
+            "forward.retry.multiplier: must be at least 1, got 0.5",
+        ]
 
     def test_environment_errors_name_the_variable(self) -> None:
         problems = problems_of(environ={"MCP_BREAKER_FORWARD_QUEUE_MAX_BYTES": "lots"})
@@ -168,7 +189,7 @@ class TestValidation:
         [
             ("- a\n- b\n", "must hold a mapping at the top level"),
             ("forward: [unclosed\n", "is not valid YAML"),
-            ("forward:\n  queue: 5\n", "forward.queue: unknown key"),
+            ("forward:\n  queue: 5\n", "forward.queue: is a section, not a value"),
         ],
         ids=["list", "broken-yaml", "scalar-for-section"],
     )
@@ -177,6 +198,87 @@ class TestValidation:
         path.write_text(text)
         assert any(expected in p for p in problems_of(path=path))
 
+    @pytest.mark.parametrize(
+        ("source", "expected"),
+        [
+            (
+                {"text": "telemetry: true\n"},
+                "telemetry: is a section, not a value: set the keys under it "
+                "(telemetry.enabled, telemetry.metrics_endpoint, "
+                "telemetry.ready_probe_timeout_s, ...); got True (from file c.yaml)",
+            ),
+            (
+                {"overrides": ["forward=x"]},
+                "forward: is a section, not a value: set the keys under it (forward.endpoint, "
+                "forward.protocol, forward.compression, ...); got a value (from --set forward)",
+            ),
+            (
+                {"overrides": ["forward.queue=5"]},
+                "forward.queue: is a section, not a value: set the keys under it "
+                "(forward.queue.max_spans, forward.queue.max_bytes, forward.queue.consumers, "
+                "...); got '5' (from --set forward.queue)",
+            ),
+            (
+                {"text": "advisories:\n  tls: s3cr3t\n"},
+                "advisories.tls: is a section, not a value: set the keys under it "
+                "(advisories.tls.cert_file, advisories.tls.key_file, "
+                "advisories.tls.client_ca_file); got 's3cr3t' (from file c.yaml)",
+            ),
+        ],
+        ids=["file", "set", "set-nested", "no-secret-below"],
+    )
+    def test_a_section_given_a_value_says_so(
+        self, tmp_path: Path, source: dict[str, object], expected: str
+    ) -> None:
+        kwargs: dict[str, object] = {"overrides": source.get("overrides", [])}
+        if "text" in source:
+            path = tmp_path / "c.yaml"
+            path.write_text(str(source["text"]))
+            kwargs["path"] = path
+        assert problems_of(**kwargs) == [expected]
+
+    def test_a_section_that_may_hold_a_secret_does_not_quote_its_value(self) -> None:
+        problems = problems_of(overrides=["advisories=s3cr3t-token"])
+        assert len(problems) == 1 and "got a value" in problems[0]
+        assert "s3cr3t" not in problems[0]
+
+    def test_an_empty_section_is_accepted(self, tmp_path: Path) -> None:
+        """`telemetry:` with every key under it commented out is no section at all."""
+        path = tmp_path / "c.yaml"
+        path.write_text("telemetry:\n  # enabled: false\nforward:\n  queue:\n")
+        assert load_config(path=path) == ServiceConfig()
+
+    def test_duplicate_keys_are_refused_naming_both_lines(self, tmp_path: Path) -> None:
+        path = tmp_path / "dup.yaml"
+        path.write_text(
+            "forward:\n"
+            "  endpoint: first:4317\n"
+            "  queue:\n"
+            "    max_spans: 10\n"
+            "    max_spans: 20\n"
+            "  endpoint: second:4317\n"
+            "log: {level: info}\n"
+            "log: {level: debug}\n"
+        )
+        assert problems_of(path=path) == [
+            "forward.queue.max_spans: given twice in dup.yaml (lines 4 and 5); keep one",
+            "forward.endpoint: given twice in dup.yaml (lines 2 and 6); keep one",
+            "log: given twice in dup.yaml (lines 7 and 8); keep one",
+        ]
+
+    def test_a_merge_key_may_be_overridden(self, tmp_path: Path) -> None:
+        """YAML merges (`<<: *base`) exist to be overridden: that is not a duplicate."""
+        path = tmp_path / "merge.yaml"
+        path.write_text(
+            "x-retry: &retry {initial_interval_s: 1, max_interval_s: 4}\n"
+            "forward:\n  retry:\n    <<: *retry\n    max_interval_s: 8\n"
+        )
+        with pytest.raises(ConfigError) as caught:  # x-retry is not a key of ours
+            load_config(path=path)
+        assert caught.value.problems == ["x-retry: unknown key"]
+        path.write_text("forward:\n  retry: &r {max_interval_s: 8}\n")
+        assert load_config(path=path).forward.retry.max_interval_s == 8.0
+
     def test_missing_file(self, tmp_path: Path) -> None:
         problems = problems_of(path=tmp_path / "nope.yaml")
         assert len(problems) == 1 and re.search(r"cannot read .*nope\.yaml", problems[0])
@@ -184,3 +286,64 @@ class TestValidation:
 
 def test_environment_variable_names_derive_from_the_path() -> None:
     assert env_var_name(("forward", "queue", "max_spans")) == "MCP_BREAKER_FORWARD_QUEUE_MAX_SPANS"
+
+
+class TestUnknownEnvironment:
+    """Variables under our prefix that set nothing: warned about, with the closest name."""
+
+    def test_a_typo_is_named_with_a_suggestion(self) -> None:
+        assert unknown_environment({"MCP_BREAKER_FORWARD_ENDPNT": "x"}) == [
+            "environment variable MCP_BREAKER_FORWARD_ENDPNT: not a setting; ignored "
+            "(did you mean MCP_BREAKER_FORWARD_ENDPOINT?)"
+        ]
+
+    def test_every_unknown_variable_is_named(self) -> None:
+        warnings = unknown_environment(
+            {"MCP_BREAKER_LOG_LEVL": "debug", "MCP_BREAKER_ZZZ": "1", "MCP_BREAKER_FORWARD": "x"}
+        )
+        assert len(warnings) == 3, warnings
+        assert warnings[0].startswith(
+            "environment variable MCP_BREAKER_FORWARD: names the section forward, not a setting"
+        )
+        assert "(did you mean MCP_BREAKER_LOG_LEVEL?)" in warnings[1]
+        assert warnings[2].endswith("MCP_BREAKER_ZZZ: not a setting; ignored")
+
+    @pytest.mark.parametrize(
+        "name",
+        [
+            "MCP_BREAKER_FORWARD_ENDPOINT",  # a setting
+            "MCP_BREAKER_TOKEN",  # mcp-breaker status's bearer token
+            "MCP_BREAKER_SERVICE_HOST",  # Kubernetes, for a Service named mcp-breaker
+            "MCP_BREAKER_SERVICE_PORT",
+            "MCP_BREAKER_SERVICE_PORT_OTLP_GRPC",
+            "MCP_BREAKER_PORT",
+            "MCP_BREAKER_PORT_4317_TCP",
+            "MCP_BREAKER_PORT_4317_TCP_ADDR",
+            "MCP_BREAKER_ADVISORIES_PORT_4320_TCP_PORT",  # a Service mcp-breaker-advisories
+            "MCP_BREAKERS",  # not our prefix
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+        ],
+    )
+    def test_what_is_not_a_typo_is_not_warned_about(self, name: str) -> None:
+        assert unknown_environment({name: "x"}) == []
+
+    def test_an_unknown_variable_does_not_stop_loading(self) -> None:
+        """A warning, not an error: the prefix is shared (see unknown_environment)."""
+        assert load_config(environ={"MCP_BREAKER_FORWARD_ENDPNT": "x"}) == ServiceConfig()
+
+
+def test_every_yaml_example_in_the_docs_is_a_valid_configuration(tmp_path: Path) -> None:
+    docs = Path(__file__).parents[1] / "docs"
+    blocks = [
+        (page.name, block)
+        for page in sorted(docs.glob("*.md"))
+        for block in re.findall(r"^```yaml\n(.*?)^```", page.read_text(), re.S | re.M)
+    ]
+    assert len(blocks) >= 2, blocks
+    for name, block in blocks:
+        path = tmp_path / "example.yaml"
+        path.write_text(block)
+        try:
+            load_config(path=path)
+        except ConfigError as error:
+            pytest.fail(f"docs/{name}: a YAML example is not valid: {error.problems}")

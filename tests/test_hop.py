@@ -22,8 +22,10 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from processor.config import leaf_keys
 from tests.sdk import export_grpc, export_http, record_spans
 from tests.support import (
+    LISTEN_KEYS,
     LOOPBACK,
     CaptureCollector,
     ServiceThread,
@@ -247,19 +249,15 @@ class TestProcess:
     def start(
         *flags: str, env: dict[str, str] | None = None
     ) -> tuple[subprocess.Popen[str], dict[str, int]]:
-        ports = {"grpc": free_port(), "http": free_port(), "telemetry": free_port()}
+        ports = {name: free_port() for name in LISTEN_KEYS}
+        listen = [f"{LISTEN_KEYS[name]}={LOOPBACK}:{port}" for name, port in ports.items()]
         process = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "processor",
                 "serve",
-                "--set",
-                f"receivers.grpc.endpoint={LOOPBACK}:{ports['grpc']}",
-                "--set",
-                f"receivers.http.endpoint={LOOPBACK}:{ports['http']}",
-                "--set",
-                f"telemetry.metrics_endpoint={LOOPBACK}:{ports['telemetry']}",
+                *(arg for flag in listen for arg in ("--set", flag)),
                 *flags,
             ],
             stderr=subprocess.PIPE,
@@ -270,6 +268,24 @@ class TestProcess:
         wait_until(lambda: process.poll() is not None or _answers(url), what="service up")
         assert process.poll() is None, process.communicate()[1]
         return process, ports
+
+    def test_the_tests_set_every_port_the_service_listens_on(self) -> None:
+        """A new listening key must join LISTEN_KEYS, or tests would bind its default."""
+        listening = {
+            ".".join(path)
+            for path, _, _ in leaf_keys()
+            if path[-1].endswith("endpoint") and path != ("forward", "endpoint")
+        }
+        assert listening == set(LISTEN_KEYS.values())
+
+    def test_an_unknown_environment_variable_is_warned_about_in_the_log(self) -> None:
+        process, _ = self.start(env={"MCP_BREAKER_FORWARD_ENDPNT": f"{LOOPBACK}:1"})
+        log = self.stop(process)
+        assert (
+            "WARNING processor.cli: environment variable MCP_BREAKER_FORWARD_ENDPNT: not a "
+            "setting; ignored (did you mean MCP_BREAKER_FORWARD_ENDPOINT?)"
+        ) in log
+        assert "no next hop configured" in log  # the typo set nothing
 
     def stop(self, process: subprocess.Popen[str]) -> str:
         process.send_signal(signal.SIGTERM)
@@ -298,6 +314,10 @@ class TestProcess:
             collector.stop()
         assert process.returncode == 0
         assert "every accepted span was delivered" in log
+        assert (
+            "removing mcp.tool.arguments, mcp.tool.result from MCP spans before they are "
+            "forwarded (forward.strip_attributes)"
+        ) in log
         assert {s.span_id for s in collector.spans()} == span_ids(spans)
 
     def test_sigterm_says_what_it_could_not_deliver(self) -> None:
@@ -348,32 +368,39 @@ class TestProcess:
         finally:
             self.stop(process)
 
-    def test_a_port_in_use_is_a_clear_startup_error(self) -> None:
+    @pytest.mark.parametrize(
+        ("key", "what"),
+        [
+            ("receivers.grpc.endpoint", "OTLP/gRPC receiver"),
+            ("receivers.http.endpoint", "OTLP/HTTP receiver"),
+            ("advisories.endpoint", "advisories"),
+            ("telemetry.metrics_endpoint", "telemetry"),
+        ],
+    )
+    def test_a_port_in_use_is_a_clear_startup_error(self, key: str, what: str) -> None:
+        """It names what could not listen, where, the key and why; and, since no span
+        was ever taken, nothing about delivery even with a next hop configured."""
         import socket
 
         with socket.socket() as taken:
             taken.bind((LOOPBACK, 0))
             taken.listen()
             port = taken.getsockname()[1]
+            flags = [f"{name}={LOOPBACK}:0" for name in LISTEN_KEYS.values() if name != key]
+            flags += [f"{key}={LOOPBACK}:{port}", f"forward.endpoint={LOOPBACK}:{free_port()}"]
             result = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "processor",
-                    "serve",
-                    "--set",
-                    f"receivers.http.endpoint={LOOPBACK}:{port}",
-                    "--set",
-                    f"receivers.grpc.endpoint={LOOPBACK}:0",
-                    "--set",
-                    f"telemetry.metrics_endpoint={LOOPBACK}:0",
-                ],
+                [sys.executable, "-m", "processor", "serve"]
+                + [arg for flag in flags for arg in ("--set", flag)],
                 capture_output=True,
                 text=True,
                 timeout=60,
             )
         assert result.returncode == 1
-        assert f"cannot listen on {LOOPBACK}:{port}" in result.stderr
+        assert (
+            f"cannot start: {what}: cannot listen on {LOOPBACK}:{port} (set by {key}): "
+            "Address already in use"
+        ) in result.stderr
+        assert "deliver" not in result.stderr and "shutdown" not in result.stderr, result.stderr
 
 
 def _answers(url: str) -> bool:

@@ -38,7 +38,11 @@ permission and skew that count. An absent or unknown outcome would be worse: an
 refusals apart from other cancellations in traces.
 
 Turns: ``set_turn(turn_id, round_number)`` before each model round; the turn id is the
-``mcp.turn.id`` of the spans, which is what turn-scoped advisories are keyed by.
+``mcp.turn.id`` of the spans, which is what turn-scoped advisories are keyed by. Without
+it, the turn is what the service takes when a span has no ``mcp.turn.id``: the trace id,
+here the trace of the span current at the call (a harness that runs each turn in a span
+needs nothing more). With neither, every call would be a new trace and so a turn of its
+own, in which no repeat can be refused: the session logs a warning, once.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from typing import Any, Protocol
 
 import anyio.to_thread
 from mcp.types import CallToolResult, TextContent
+from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
 from processor.advisories.v1 import advisories_pb2 as pb
@@ -117,6 +122,7 @@ class BreakerSession:
         self.server_name = server_name
         self.turn_id = ""
         self.round_number: int | None = None
+        self._warned_no_turn = False
 
     def set_turn(self, turn_id: str, round_number: int | None = None) -> None:
         self.turn_id = turn_id
@@ -126,9 +132,29 @@ class BreakerSession:
         """The current turn's roster-collapse advisory (a ``pb.Advisory``), if any: the
         tools offered fell to none mid-turn, so list them again (``list_tools``) before
         the next model request. None while the roster is fine."""
-        if self.client is None or not self.turn_id:
+        turn = self.current_turn()
+        if self.client is None or not turn:
             return None
-        return self.client.roster_collapse(self.turn_id)
+        return self.client.roster_collapse(turn)
+
+    def current_turn(self) -> str:
+        """The turn a call made now belongs to, as mcp-breaker will read it from its span:
+        the ``set_turn`` id, else the current trace's id (32 hex digits), else ""."""
+        if self.turn_id:
+            return self.turn_id
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            return trace.format_trace_id(context.trace_id)
+        if not self._warned_no_turn:
+            self._warned_no_turn = True
+            log.warning(
+                "mcp-breaker: no turn for calls to %s: call set_turn(turn_id) before each "
+                "model round, or make the calls inside a span for the turn (its trace is "
+                "the turn); without either, each call is a turn of its own and a repeated "
+                "call cannot be refused",
+                self.server_name or "this session",
+            )
+        return ""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.session, name)  # everything but call_tool: untouched
@@ -142,7 +168,8 @@ class BreakerSession:
         **kwargs: Any,
     ) -> CallToolResult:
         server = resolve_server(self.server_name, name)
-        check = await self._check(name, server, arguments)
+        turn = self.current_turn()
+        check = await self._check(turn, name, server, arguments)
         with record_tool_call(
             self.tracer,
             tool=name,
@@ -173,18 +200,18 @@ class BreakerSession:
             record_result(record, result)
             return result
 
-    async def _check(self, tool: str, server: str, arguments: Any) -> CheckResult:
+    async def _check(self, turn: str, tool: str, server: str, arguments: Any) -> CheckResult:
         client = self.client
         if client is None:
             return CheckResult(decision=Decision.ALLOW)
         # The arguments, not their fingerprint: the mirror hashes them only when the turn
         # has an exact-call advisory, which most turns never do.
-        local = client.check(self.turn_id, server, tool, arguments)
+        local = client.check(turn, server, tool, arguments)
         if local.decision is not Decision.PROBE_NEEDED:
             return local
         # Half-open: exactly one caller may test it. The Check RPC blocks (briefly, and
         # fails open), so it runs in a worker thread, not on the event loop.
-        ask = functools.partial(client.check_remote, self.turn_id, server, tool, arguments)
+        ask = functools.partial(client.check_remote, turn, server, tool, arguments)
         return await anyio.to_thread.run_sync(ask)
 
 

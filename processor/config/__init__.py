@@ -1,6 +1,12 @@
 """Configuration: the model (defaults, validation) and the loader (file, env, flags)."""
 
-from processor.config.load import ENV_PREFIX, env_var_name, leaf_keys, load_config
+from processor.config.load import (
+    ENV_PREFIX,
+    env_var_name,
+    leaf_keys,
+    load_config,
+    unknown_environment,
+)
 from processor.config.model import (
     AdvisoriesConfig,
     AdvisoryTlsConfig,
@@ -49,4 +55,5 @@ __all__ = [
     "leaf_keys",
     "load_config",
     "split_endpoint",
+    "unknown_environment",
 ]

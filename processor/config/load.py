@@ -5,6 +5,11 @@ environment variables, then ``--set key=value`` flags. Every leaf key has one en
 variable, derived from its dotted path: ``forward.queue.max_spans`` is
 ``MCP_BREAKER_FORWARD_QUEUE_MAX_SPANS``. Files and the environment are read here, once, at
 the edge; the components only ever see frozen dataclasses.
+
+Every problem is reported in one pass: unknown keys, duplicate keys in the file, values of
+the wrong type and values out of range together, so a person fixes a file once. A value
+that cannot be read leaves its default in place for the range checks, and any range
+problem about that key is left out (the type problem already names it).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import re
 import typing
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -29,6 +35,17 @@ SECRET_KEYS: frozenset[tuple[str, ...]] = frozenset(
 )
 
 Leaf = tuple[str, ...]
+
+# Variables under our prefix that are not settings, and are not typos either:
+# ``mcp-breaker status`` reads its bearer token from MCP_BREAKER_TOKEN (--token-env).
+OTHER_VARIABLES = frozenset({"MCP_BREAKER_TOKEN"})
+# Kubernetes gives every pod variables for each Service in its namespace, named after the
+# Service: one called ``mcp-breaker`` (or ``mcp-breaker-advisories``...) yields
+# MCP_BREAKER_SERVICE_HOST, MCP_BREAKER_PORT_4317_TCP_ADDR and the like, in our own pods.
+_SERVICE_LINK = re.compile(
+    r"MCP_BREAKER_(?:[A-Z0-9_]+_)?"
+    r"(?:SERVICE_HOST|SERVICE_PORT(?:_[A-Z0-9_]+)?|PORT(?:_\d+_(?:TCP|UDP|SCTP)(?:_PROTO|_PORT|_ADDR)?)?)"
+)
 
 
 def leaf_keys(cls: type = ServiceConfig, prefix: Leaf = ()) -> Iterator[tuple[Leaf, Any, Any]]:
@@ -53,7 +70,9 @@ def load_config(
     environ: Mapping[str, str] | None = None,
     overrides: Sequence[str] = (),
 ) -> ServiceConfig:
-    """Merge the sources, coerce every value to its type and validate; raise ConfigError."""
+    """Merge the sources, coerce every value to its type and validate; raise ConfigError
+    with every problem found. Unknown ``MCP_BREAKER_*`` variables are not problems here:
+    ``unknown_environment`` names them, for the caller to warn about."""
     schema = {p: kind for p, kind, _ in leaf_keys()}
     problems: list[str] = []
     raw: dict[Leaf, tuple[Any, str]] = {}
@@ -70,41 +89,87 @@ def load_config(
         if not sep:
             problems.append(f"--set {item!r}: expected key=value")
         elif key not in schema:
-            problems.append(_unknown_key(dotted.strip(), schema))
+            problems.append(_not_a_key(key, value, f"--set {dotted.strip()}", schema))
         else:
             raw[key] = (value, f"--set {dotted.strip()}")
 
     values: dict[Leaf, Any] = {}
+    unreadable: set[str] = set()
     for key, (value, origin) in raw.items():
         dotted = ".".join(key)
         try:
             values[key] = _coerce(value, schema[key])
         except (TypeError, ValueError) as exc:
+            unreadable.add(dotted)
             if key in SECRET_KEYS:  # the message would quote the tokens: say where, not what
                 problems.append(f"{dotted}: not a valid {_kind(schema[key])} (from {origin})")
             else:
                 problems.append(f"{dotted}: {exc}, got {value!r} (from {origin})")
 
-    if problems:
-        raise ConfigError(problems)
+    # Range checks run on what could be read (an unreadable value keeps its default), so
+    # a range problem is reported in the same pass as a type problem elsewhere.
     config = typing.cast(ServiceConfig, _build(ServiceConfig, (), values))
-    problems = config.validate()
+    problems += [p for p in config.validate() if p.partition(":")[0] not in unreadable]
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def unknown_environment(environ: Mapping[str, str]) -> list[str]:
+    """One warning per ``MCP_BREAKER_*`` variable that sets nothing, with the closest name.
+
+    A warning, not an error: the prefix is not ours alone. Kubernetes derives variables
+    from Service names (a Service called ``mcp-breaker`` puts MCP_BREAKER_PORT and others
+    in every pod of its namespace), and scripts around the service may keep their own
+    MCP_BREAKER_* variables; refusing to start over a variable nobody meant for us would
+    turn a harmless deployment detail into an outage. Those known shapes are not warned
+    about at all; anything else is, so a typo is never silently ignored.
+    """
+    paths = [path for path, _, _ in leaf_keys()]
+    names = {env_var_name(path) for path in paths}
+    sections = {env_var_name(path[:n]): path[:n] for path in paths for n in range(1, len(path))}
+    warnings = []
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or name in names or name in OTHER_VARIABLES:
+            continue
+        if _SERVICE_LINK.fullmatch(name):
+            continue
+        if name in sections:
+            section = sections[name]
+            example = env_var_name(next(p for p in paths if p[: len(section)] == section))
+            warnings.append(
+                f"environment variable {name}: names the section {'.'.join(section)}, not a "
+                f"setting; ignored (each key has its own variable, e.g. {example})"
+            )
+            continue
+        # Compared without the prefix every name shares, which would make anything "close".
+        tails = sorted(n.removeprefix(ENV_PREFIX) for n in names)
+        close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), tails, n=1)
+        hint = f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""
+        warnings.append(f"environment variable {name}: not a setting; ignored{hint}")
+    return warnings
 
 
 def _read_yaml(
     path: Path, schema: Mapping[Leaf, Any], raw: dict[Leaf, tuple[Any, str]], problems: list[str]
 ) -> None:
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         problems.append(f"--config: cannot read {str(path)!r}: {exc.strerror}")
         return
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        # YAML says keys are unique, but PyYAML keeps the last of two silently: a second
+        # `endpoint:` further down a long file would win without a word.
+        problems += _duplicate_keys(node, path.name) if node is not None else []
+        document = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         problems.append(f"--config: {str(path)!r} is not valid YAML: {exc}")
         return
+    finally:
+        loader.dispose()
     if document is None:
         return
     if not isinstance(document, dict):
@@ -117,15 +182,63 @@ def _read_yaml(
             key = (*prefix, str(name))
             if key in schema:
                 raw[key] = (value, origin)
-            elif isinstance(value, dict) and any(k[: len(key)] == key for k in schema):
+            elif _is_section(key, schema) and isinstance(value, dict):
                 walk(value, key)
+            elif _is_section(key, schema) and value is None:
+                continue  # `telemetry:` with every key under it commented out
             else:
-                problems.append(_unknown_key(".".join(key), schema))
+                problems.append(_not_a_key(key, value, origin, schema))
 
     walk(document, ())
 
 
-def _unknown_key(dotted: str, schema: Mapping[Leaf, Any]) -> str:
+def _duplicate_keys(node: yaml.Node, filename: str, prefix: Leaf = ()) -> list[str]:
+    """One problem per key given twice in the same mapping, naming both lines."""
+    problems: list[str] = []
+    if isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            problems += _duplicate_keys(item, filename, prefix)
+    if not isinstance(node, yaml.MappingNode):
+        return problems
+    first_line: dict[str, int] = {}
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *defaults` merges are meant to be overridden
+        name, line = str(key_node.value), key_node.start_mark.line + 1
+        dotted = ".".join((*prefix, name))
+        if name in first_line:
+            problems.append(
+                f"{dotted}: given twice in {filename} (lines {first_line[name]} and {line}); "
+                f"keep one"
+            )
+        else:
+            first_line[name] = line
+        problems += _duplicate_keys(value_node, filename, (*prefix, name))
+    return problems
+
+
+def _is_under(key: Leaf, section: Leaf) -> bool:
+    return len(key) > len(section) and key[: len(section)] == section
+
+
+def _is_section(key: Leaf, schema: Mapping[Leaf, Any]) -> bool:
+    return any(_is_under(k, key) for k in schema)
+
+
+def _not_a_key(key: Leaf, value: Any, origin: str, schema: Mapping[Leaf, Any]) -> str:
+    """Why ``key`` cannot be set: a section given a value, or an unknown key (with a hint)."""
+    dotted = ".".join(key)
+    if _is_section(key, schema):
+        children = list(dict.fromkeys(k[len(key)] for k in schema if _is_under(k, key)))
+        shown = ", ".join(f"{dotted}.{c}" for c in children[:3])
+        more = ", ..." if len(children) > 3 else ""
+        # A section that holds secrets may have been given one by mistake: not quoted.
+        secret = any(_is_under(k, key) for k in SECRET_KEYS)
+        got = "a value" if secret else repr(value)
+        return (
+            f"{dotted}: is a section, not a value: set the keys under it ({shown}{more}); "
+            f"got {got} (from {origin})"
+        )
     known = sorted({".".join(k[:n]) for k in schema for n in range(1, len(k) + 1)})
     close = difflib.get_close_matches(dotted, known, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""

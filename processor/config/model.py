@@ -37,6 +37,10 @@ DEFAULT_RETRY_MULTIPLIER = 1.5
 DEFAULT_RETRY_RANDOMIZATION = 0.5  # each delay is drawn from [d*(1-r), d*(1+r)]
 DEFAULT_RETRY_MAX_ELAPSED_S = 300.0  # 0 means retry until shutdown
 DEFAULT_SHUTDOWN_GRACE_S = 10.0
+# Removed from MCP spans before they are forwarded: what the harness convention asks a
+# harness to record for mcp-breaker's sake (the fingerprint and the hidden-failure check
+# read them in flight), which the tracing backend behind us was never meant to keep.
+DEFAULT_STRIP_ATTRIBUTES = ("mcp.tool.arguments", "mcp.tool.result")
 
 # --- classification -----------------------------------------------------------------------
 DEFAULT_TURN_KEYS = ("mcp.turn.id",)  # span attributes naming the turn; else the trace id
@@ -253,6 +257,8 @@ class ForwardConfig:
     timeout_s: float = DEFAULT_FORWARD_TIMEOUT_S
     max_request_bytes: int = DEFAULT_FORWARD_MAX_REQUEST_BYTES
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
+    # Attribute keys removed from MCP spans after the analysis, before forwarding.
+    strip_attributes: tuple[str, ...] = DEFAULT_STRIP_ATTRIBUTES
     queue: QueueConfig = field(default_factory=QueueConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)
 
@@ -270,6 +276,8 @@ class ForwardConfig:
             problems.append(
                 f"{prefix}.shutdown_grace_s: must not be negative, got {self.shutdown_grace_s}"
             )
+        if any(not key.strip() for key in self.strip_attributes):
+            problems.append(f"{prefix}.strip_attributes: an attribute key must not be empty")
         problems += self.queue.validate(f"{prefix}.queue") + self.retry.validate(f"{prefix}.retry")
         return [p for p in problems if p]
 

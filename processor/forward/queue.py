@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from processor.config import ForwardConfig
+from processor.forward.outage import OutageLog
 from processor.forward.retry import SendOutcome, next_delay_s
 from processor.forward.senders import Sender
 from processor.stage import Prepared, split_request
@@ -117,6 +118,9 @@ class Forwarder:
         self._consumers: list[asyncio.Task[None]] = []
         self._idle = asyncio.Event()
         self._idle.set()
+        # A next hop that is down fails every consumer's attempts: logged once, then
+        # summarised, then its recovery (not a line per attempt).
+        self._outage = OutageLog(sender.target, clock=clock)
 
     @property
     def target(self) -> str:
@@ -209,6 +213,7 @@ class Forwarder:
         while True:
             result = await self._sender.send(payload, self._config.timeout_s)
             if result.outcome is SendOutcome.DELIVERED:
+                self._outage.delivered()
                 self._count_delivered(span_count, result.rejected_spans, result.detail)
                 return
             delay = next_delay_s(
@@ -221,22 +226,17 @@ class Forwarder:
                     else FailureReason.RETRIES_EXHAUSTED
                 )
                 self._metrics.send_failed_spans.labels(reason).inc(span_count)
-                log.error(
-                    "dropped %d spans bound for %s after %d attempt(s): %s (%s)",
-                    span_count,
-                    self.target,
-                    attempt + 1,
-                    reason.value,
+                self._outage.gave_up(
                     result.detail,
+                    spans=span_count,
+                    attempts=attempt + 1,
+                    reason=reason.value,
+                    held_spans=self._held_spans,
                 )
                 return
             self._metrics.send_retries.inc()
-            log.warning(
-                "next hop %s: %s; retrying %d spans in %.1fs",
-                self.target,
-                result.detail,
-                span_count,
-                delay,
+            self._outage.attempt_failed(
+                result.detail, spans=span_count, retry_in_s=delay, held_spans=self._held_spans
             )
             attempt += 1
             await self._sleep(delay)
@@ -262,6 +262,7 @@ class Forwarder:
             await asyncio.wait_for(self._idle.wait(), grace_s)
         # Counted before cancelling: a cancelled consumer releases its batch on the way out.
         undelivered_spans, undelivered_batches = self._held_spans, self._held_batches
+        self._outage.close(undelivered_spans)
         for task in self._consumers:
             task.cancel()
         await asyncio.gather(*self._consumers, return_exceptions=True)

@@ -1,0 +1,46 @@
+"""docs/advisories.md, run as written: installing the client library, then a first
+subscription on loopback."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.docrun import DocSession, blocks
+
+ROOT = Path(__file__).parents[1]
+PAGE = ROOT / "docs" / "advisories.md"
+
+
+def checkout(where: Path) -> Path:
+    """What a checkout holds that installing needs (not .venv, not caches)."""
+    where.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, where / name)
+    shutil.copytree(
+        ROOT / "processor", where / "processor", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return where
+
+
+def test_the_install_commands_install_the_client_library(tmp_path: Path) -> None:
+    """From a checkout and from a wheel, into a fresh environment (~ is a scratch home)."""
+    steps = blocks(PAGE, "install")
+    assert [b.kind for b in steps] == ["run", "run", "run", "output"]
+    home = tmp_path / "home"
+    home.mkdir()
+    source = checkout(tmp_path / "checkout")
+    with DocSession(source, env={"HOME": str(home)}) as session:
+        for step in steps:
+            session.run(step)
+    assert (home / "harness-venv" / "bin" / "mcp-breaker").exists()
+    assert list((source / "dist").glob("mcp_breaker-*.whl"))
+
+
+def test_the_plaintext_first_steps_subscribe_and_refuse_the_dead_tool() -> None:
+    steps = blocks(PAGE, "plaintext")
+    assert [b.kind for b in steps if b.kind != "output"] == ["background", "run", "python", "run"]
+    with DocSession(ROOT) as session:
+        for step in steps:
+            session.run(step)
+        assert session.stop() == 0, session.log
