@@ -1,8 +1,10 @@
 # Sourced by scripts/test: the Debian packages the tests run for real (Prometheus and its
-# promtool). Installed with apt when missing and we are root; otherwise say what to install.
+# promtool; Chromium, which renders the analyze command's HTML report). Installed with apt
+# when missing and we are root; otherwise say what to install.
 ensure_system_packages() {
     local missing=()
     command -v promtool >/dev/null || missing+=(prometheus)
+    command -v chromium >/dev/null || missing+=(chromium)
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "installing ${missing[*]} with apt-get ..." >&2

@@ -4,6 +4,7 @@ from processor.config.load import ENV_PREFIX, env_var_name, leaf_keys, load_conf
 from processor.config.model import (
     AdvisoriesConfig,
     AdvisoryTlsConfig,
+    AnalyzeConfig,
     BreakerConfig,
     ClassifyConfig,
     Compression,
@@ -28,6 +29,7 @@ __all__ = [
     "ENV_PREFIX",
     "AdvisoriesConfig",
     "AdvisoryTlsConfig",
+    "AnalyzeConfig",
     "BreakerConfig",
     "ClassifyConfig",
     "Compression",
