@@ -12,14 +12,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import grpc
 import yaml
 
 from processor import __version__, logs
 from processor.config import ServiceConfig, env_var_name, load_config, unknown_environment
 from processor.errors import ConfigError
-from processor.server import serve
-from processor.status import status
+from processor.offline import command as analyze_command
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +26,8 @@ mcp-breaker: an OpenTelemetry hop that reads MCP tool calls in flight.
 
 It receives OTLP traces (gRPC on 4317, HTTP on 4318), analyses the MCP spans, forwards
 every span to the next hop, serves Prometheus metrics (9464) and pushes circuit-open
-advisories to the harnesses that subscribe (4320).
+advisories to the harnesses that subscribe (4320). 'mcp-breaker analyze' replays traces
+you already recorded and reports what it would have done.
 
 Settings come from, lowest precedence first: built-in defaults, a YAML file
 (--config), MCP_BREAKER_* environment variables, and --set flags.
@@ -109,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     state.add_argument("--tls-key", metavar="FILE", help="the client certificate's key")
 
+    analyze_command.add_parser(commands, _add_config_flags)
+
     show = commands.add_parser(
         "print-config",
         help="print the effective configuration as YAML",
@@ -150,6 +151,10 @@ def _print_config(config: ServiceConfig) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
+    import grpc  # here, not at the top: the other commands start without gRPC's imports
+
+    from processor.status import status
+
     token = os.environ.get(args.token_env) or None
     try:
         text = status(
@@ -174,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "status":
         return _status(args)
+    if args.command == "analyze":
+        return analyze_command.main(args)
     warnings = unknown_environment(os.environ)
     try:
         config = load_config(path=args.config, environ=os.environ, overrides=_overrides(args))
@@ -192,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "print-config":
         _print_config(config)
         return 0
+    from processor.server import serve
+
     logs.configure(config.log.level)
     for warning in warnings:  # in the service's log, where an operator looks
         log.warning("%s", warning)

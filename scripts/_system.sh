@@ -1,10 +1,12 @@
 # Sourced by scripts/test: the Debian packages the tests run for real (Prometheus and its
-# promtool; curl, which the quickstart's commands use). Installed with apt when missing and
-# we are root; otherwise say what to install.
+# promtool; curl, which the quickstart's commands use; Chromium, which renders the analyze
+# command's HTML report). Installed with apt when missing and we are root; otherwise say
+# what to install.
 ensure_system_packages() {
     local missing=()
     command -v promtool >/dev/null || missing+=(prometheus)
     command -v curl >/dev/null || missing+=(curl)  # docs/quickstart.md's commands use it
+    command -v chromium >/dev/null || missing+=(chromium)
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "installing ${missing[*]} with apt-get ..." >&2

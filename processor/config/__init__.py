@@ -10,6 +10,7 @@ from processor.config.load import (
 from processor.config.model import (
     AdvisoriesConfig,
     AdvisoryTlsConfig,
+    AnalyzeConfig,
     BreakerConfig,
     ClassifyConfig,
     Compression,
@@ -34,6 +35,7 @@ __all__ = [
     "ENV_PREFIX",
     "AdvisoriesConfig",
     "AdvisoryTlsConfig",
+    "AnalyzeConfig",
     "BreakerConfig",
     "ClassifyConfig",
     "Compression",
