@@ -1,0 +1,112 @@
+{{/*
+The service's configuration file: the chart's defaults with `config` merged over them.
+
+The chart owns the keys that must agree with the pod: the listen addresses and on/off
+switches (from `ports` and `listenAddress`) and the TLS files (from `advisoryTls`, mounted
+where the defaults say). The secret keys come from the environment, never from this file.
+*/}}
+{{- define "mcp-breaker.mountPath" -}}/etc/mcp-breaker{{- end }}
+
+{{- define "mcp-breaker.configDefaults" -}}
+{{- $host := .Values.listenAddress -}}
+{{- $ports := .Values.ports -}}
+{{- $http := index $ports "otlp-http" -}}
+{{- $advisories := dict
+  "enabled" $ports.advisories.enabled
+  "endpoint" (printf "%s:%d" $host (int $ports.advisories.containerPort)) -}}
+{{- if .Values.advisoryTls.enabled }}
+{{- $dir := include "mcp-breaker.mountPath" . -}}
+{{- $tls := dict "cert_file" (printf "%s/tls/tls.crt" $dir) "key_file" (printf "%s/tls/tls.key" $dir) -}}
+{{- if .Values.advisoryTls.mutual }}
+{{- $_ := set $tls "client_ca_file" (printf "%s/client-ca/ca.crt" $dir) -}}
+{{- end }}
+{{- $_ := set $advisories "tls" $tls -}}
+{{- end }}
+{{- $defaults := dict
+  "receivers" (dict
+    "grpc" (dict "enabled" $ports.otlp.enabled "endpoint" (printf "%s:%d" $host (int $ports.otlp.containerPort)))
+    "http" (dict "enabled" $http.enabled "endpoint" (printf "%s:%d" $host (int $http.containerPort))))
+  "telemetry" (dict
+    "enabled" $ports.metrics.enabled
+    "metrics_endpoint" (printf "%s:%d" $host (int $ports.metrics.containerPort)))
+  "advisories" $advisories -}}
+{{- toYaml $defaults }}
+{{- end }}
+
+{{- define "mcp-breaker.config" -}}
+{{- include "mcp-breaker.validate" . -}}
+{{- $defaults := include "mcp-breaker.configDefaults" . | fromYaml -}}
+{{- toYaml (mergeOverwrite $defaults (deepCopy .Values.config)) }}
+{{- end }}
+
+{{/*
+Refuse values that would give pods a config they cannot serve, before anything is applied.
+values.schema.json already rejects most of these; this says why, and holds with
+--skip-schema-validation too. A message never quotes a secret.
+*/}}
+{{- define "mcp-breaker.validate" -}}
+{{- $owned := list
+  (list "receivers.grpc.endpoint" "ports.otlp.containerPort and listenAddress")
+  (list "receivers.grpc.enabled" "ports.otlp.enabled")
+  (list "receivers.http.endpoint" "ports.otlp-http.containerPort and listenAddress")
+  (list "receivers.http.enabled" "ports.otlp-http.enabled")
+  (list "telemetry.metrics_endpoint" "ports.metrics.containerPort and listenAddress")
+  (list "telemetry.enabled" "ports.metrics.enabled")
+  (list "advisories.endpoint" "ports.advisories.containerPort and listenAddress")
+  (list "advisories.enabled" "ports.advisories.enabled")
+  (list "advisories.tls" "advisoryTls")
+  (list "advisories.tokens" "secrets.advisoryTokens or secrets.existingSecret: it is a secret")
+  (list "advisories.admin_tokens" "secrets.advisoryAdminTokens or secrets.existingSecret: it is a secret")
+  (list "forward.headers" "secrets.forwardHeaders or secrets.existingSecret: they can hold credentials") -}}
+{{- range $rule := $owned }}
+{{- $node := $.Values.config -}}
+{{- $found := true -}}
+{{- range $part := splitList "." (index $rule 0) }}
+{{- if and $found (kindIs "map" $node) (hasKey $node $part) }}
+{{- $node = index $node $part -}}
+{{- else }}
+{{- $found = false -}}
+{{- end }}
+{{- end }}
+{{- if $found }}
+{{- fail (printf "config.%s is set by the chart: use %s instead" (index $rule 0) (index $rule 1)) }}
+{{- end }}
+{{- end }}
+{{- if not (or .Values.ports.otlp.enabled (index .Values.ports "otlp-http").enabled) }}
+{{- fail "ports: at least one of otlp and otlp-http must be enabled, or no span can come in" }}
+{{- end }}
+{{- if not .Values.ports.metrics.enabled }}
+{{- range $probe := list "livenessProbe" "readinessProbe" "startupProbe" }}
+{{- $spec := index $.Values $probe -}}
+{{- if and $spec.httpGet (eq (toString $spec.httpGet.port) "metrics") }}
+{{- fail (printf "ports.metrics.enabled is false, so /healthz and /readyz are not served: give %s another check, e.g. grpc: {port: %d}" $probe (int $.Values.ports.otlp.containerPort)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- /* The service's own default (forward.shutdown_grace_s, processor/config/model.py). */ -}}
+{{- $grace := float64 (dig "forward" "shutdown_grace_s" 10.0 .Values.config) -}}
+{{- if lt (float64 .Values.terminationGracePeriodSeconds) (addf $grace 5) }}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must be at least forward.shutdown_grace_s (%v) + 5: the pod is killed before its queue has drained" .Values.terminationGracePeriodSeconds $grace) }}
+{{- end }}
+{{- if and .Values.advisoryTls.enabled (not .Values.advisoryTls.secretName) }}
+{{- fail "advisoryTls.enabled needs advisoryTls.secretName: a kubernetes.io/tls Secret with tls.crt and tls.key" }}
+{{- end }}
+{{- if and .Values.secrets.existingSecret (or .Values.secrets.advisoryTokens .Values.secrets.advisoryAdminTokens .Values.secrets.forwardHeaders) }}
+{{- fail "secrets.existingSecret is set: put the tokens and headers in that Secret, not in secrets.advisoryTokens, advisoryAdminTokens or forwardHeaders" }}
+{{- end }}
+{{- range $token, $tenant := .Values.secrets.advisoryTokens }}
+{{- if or (contains "," $token) (contains "=" $token) (contains "," (toString $tenant)) }}
+{{- fail "secrets.advisoryTokens: a token holds ',' or '=', or a tenant holds ',': the service reads them as token=tenant,token2=tenant2" }}
+{{- end }}
+{{- end }}
+{{- range $token := .Values.secrets.advisoryAdminTokens }}
+{{- if contains "," $token }}
+{{- fail "secrets.advisoryAdminTokens: a token holds ',': the service reads them as token,token2" }}
+{{- end }}
+{{- end }}
+{{- range $name, $value := .Values.secrets.forwardHeaders }}
+{{- if or (contains "," $name) (contains "=" $name) (contains "," (toString $value)) }}
+{{- fail "secrets.forwardHeaders: a header name holds ',' or '=', or a value holds ',': the service reads them as name=value,name2=value2" }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,175 @@
+"""The pod, without the cluster: the service started as the chart's Deployment starts it.
+
+The chart is rendered with its minimal example (ports moved to free ones on loopback, the
+next hop pointed at a real gRPC OTLP server here, tokens in a chart-made Secret). The
+process is the image's entrypoint (the Dockerfile's ENTRYPOINT) with the container's
+args, the ConfigMap's file where the volume would mount it, and the container's env with
+each secretKeyRef read from the rendered Secret. Then it is probed as the kubelet would,
+fed spans by the OpenTelemetry SDK's OTLP exporters, asked by a harness with the Secret's
+token, and stopped with SIGTERM.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from processor.advisories.v1 import advisories_pb2 as pb
+from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from tests.helm_chart import config_file, example_values, one, render
+from tests.sdk import export_grpc, export_http, record_spans
+from tests.support import LOOPBACK, CaptureCollector, free_port, wait_until
+from tests.test_dockerfile import stages
+
+TOKEN, TENANT = "harness-token-1", "team-a"
+START_S = 60  # deadlines on waiting, never measured durations
+PORT_NAMES = ("otlp", "otlp-http", "metrics", "advisories")
+
+
+class Pod:
+    """The rendered container, run as a local process."""
+
+    def __init__(self, rendered: dict[str, str], workdir: Path) -> None:
+        spec = one(rendered, "Deployment")["spec"]["template"]["spec"]
+        (self.container,) = spec["containers"]
+        self.grace_s = float(spec["terminationGracePeriodSeconds"])
+        self.ports = {p["name"]: p["containerPort"] for p in self.container["ports"]}
+        # The ConfigMap volume, where the container mounts it.
+        (mount,) = [m for m in self.container["volumeMounts"] if m["name"] == "config"]
+        config_dir = workdir / "config"
+        config_dir.mkdir()
+        (config_dir / "config.yaml").write_text(config_file(rendered), encoding="utf-8")
+        args = [a.replace(mount["mountPath"], str(config_dir)) for a in self.container["args"]]
+        _, final = stages()
+        entrypoint = json.loads(final.all("ENTRYPOINT")[-1])
+        self.command = [*entrypoint, *args]
+        self.env = self._environment(rendered)
+        self.log_path = workdir / "pod.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _environment(self, rendered: dict[str, str]) -> dict[str, str]:
+        secret = one(rendered, "Secret")["data"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BREAKER_")}
+        # The image puts the environment's bin/ first on PATH; here that is this venv's.
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        for item in self.container.get("env", []):
+            ref = item.get("valueFrom", {}).get("secretKeyRef")
+            value = base64.b64decode(secret[ref["key"]]).decode() if ref else item["value"]
+            env[item["name"]] = value
+        return env
+
+    def start(self) -> Pod:
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        return self
+
+    def probe(self, name: str) -> int:
+        """The probe's httpGet, as the kubelet sends it: its status, or 0 unanswered."""
+        get = self.container[name]["httpGet"]
+        port = self.ports[get["port"]] if isinstance(get["port"], str) else get["port"]
+        try:
+            with urllib.request.urlopen(f"http://{LOOPBACK}:{port}{get['path']}", timeout=5) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+        except (urllib.error.URLError, ConnectionError):
+            return 0
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> int:
+        """SIGTERM, as the kubelet sends it; the exit status within the grace period."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=self.grace_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(30)
+            raise AssertionError(f"not stopped within {self.grace_s} s\n{self.log()}") from None
+
+
+@pytest.fixture
+def pod(next_hop: CaptureCollector, tmp_path: Path) -> Iterator[Pod]:
+    values: dict[str, Any] = example_values("minimal")
+    values["config"]["forward"]["endpoint"] = next_hop.endpoint
+    values["listenAddress"] = LOOPBACK
+    values["ports"] = {name: {"containerPort": free_port()} for name in PORT_NAMES}
+    values["secrets"] = {"advisoryTokens": {TOKEN: TENANT}}
+    running = Pod(render(values), tmp_path).start()
+    try:
+        yield running
+    finally:
+        if running.process is not None and running.process.poll() is None:
+            running.process.kill()
+            running.process.wait(30)
+
+
+def check(port: int, token: str | None) -> grpc.StatusCode | pb.CheckResponse:
+    with grpc.insecure_channel(f"{LOOPBACK}:{port}") as channel:
+        stub = pb_grpc.AdvisoriesStub(channel)
+        metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        try:
+            response: pb.CheckResponse = stub.Check(
+                pb.CheckRequest(server="playwright", tool="browser_navigate", turn="t-1"),
+                metadata=metadata,
+                timeout=10,
+            )
+        except grpc.RpcError as error:
+            code: grpc.StatusCode = error.code()
+            return code
+        return response
+
+
+def test_the_pod_takes_spans_forwards_them_and_stops_clean(
+    pod: Pod, next_hop: CaptureCollector
+) -> None:
+    assert pod.command[:2] == ["mcp-breaker", "serve"]
+    assert pod.command[2] == "--config"
+    wait_until(lambda: pod.probe("readinessProbe") == 200, START_S, f"/readyz\n{pod.log()}")
+    assert pod.probe("livenessProbe") == 200
+
+    # A harness's OpenTelemetry SDK, over both OTLP transports, as NOTES.txt tells it.
+    over_grpc = record_spans(40, mcp_every=7)
+    over_http = record_spans(25)
+    assert export_grpc(f"{LOOPBACK}:{pod.ports['otlp']}", over_grpc).name == "SUCCESS"
+    url = f"http://{LOOPBACK}:{pod.ports['otlp-http']}/v1/traces"
+    assert export_http(url, over_http).name == "SUCCESS"
+    sent = len(over_grpc) + len(over_http)
+    wait_until(lambda: next_hop.span_count() == sent, START_S, f"forwarding\n{pod.log()}")
+    names = {span.name for span in next_hop.spans()}
+    assert "tools/call browser_navigate" in names and "agent turn" in names
+
+    # The Secret's token reached the service through the environment: it is the only way in.
+    port = pod.ports["advisories"]
+    assert check(port, None) is grpc.StatusCode.UNAUTHENTICATED
+    assert check(port, "not-the-token") is grpc.StatusCode.UNAUTHENTICATED
+    allowed = check(port, TOKEN)
+    assert isinstance(allowed, pb.CheckResponse) and allowed.verdict == pb.VERDICT_ALLOW
+
+    # Its own metrics count what it did, on the port the ServiceMonitor would scrape.
+    with urllib.request.urlopen(
+        f"http://{LOOPBACK}:{pod.ports['metrics']}/metrics", timeout=10
+    ) as response:
+        scrape = response.read().decode()
+    assert f"mcp_breaker_exporter_sent_spans_total {float(sent)}" in scrape
+
+    assert pod.stop() == 0, pod.log()
+    assert f"every accepted span was delivered to {next_hop.endpoint}" in pod.log()
+    assert next_hop.span_count() == sent
+    assert TOKEN not in pod.log()
