@@ -9,6 +9,7 @@
  *     channel.ts      plaintext, TLS, mutual TLS, the bearer token
  *     contract.ts     the proto file, loaded at run time
  *     options.ts      the subscriber's options and their defaults
+ *     wire.ts         the contract's messages as decoded, made into the types above
  *     subscriber.ts   AdvisoryClient / subscribe(): the Subscribe stream into a mirror
  *
  * The span processor is `@mcp-breaker/client/tracing` and the MCP SDK wrapper

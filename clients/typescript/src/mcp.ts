@@ -78,7 +78,10 @@ type CallToolArguments = Parameters<Client["callTool"]>;
 type CallToolReturn = Awaited<ReturnType<Client["callTool"]>>;
 
 /** `client`, with `callTool` heeding the advisories; see the module comment. */
-export function wrapClient<C extends ToolClient>(client: C, options: WrapOptions): BreakerClient<C> {
+export function wrapClient<C extends ToolClient>(
+  client: C,
+  options: WrapOptions,
+): BreakerClient<C> {
   const { advisories, tracer, serverName } = options;
   const log = options.logger ?? silentLogger;
   let turnId = "";
@@ -163,12 +166,11 @@ export function refusalResult(tool: string, advisory: Advisory | null): CallTool
 }
 
 export function recordResult(record: ToolCallRecord, result: CallToolResult): void {
-  if (result.isError) record.failed(resultText(result) || "the tool returned isError", { isError: true });
+  if (result.isError)
+    record.failed(resultText(result) || "the tool returned isError", { isError: true });
   else record.ok();
 }
 
 export function resultText(result: CallToolResult): string {
-  return result.content
-    .flatMap((block) => (block.type === "text" ? [block.text] : []))
-    .join("\n");
+  return result.content.flatMap((block) => (block.type === "text" ? [block.text] : [])).join("\n");
 }

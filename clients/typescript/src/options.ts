@@ -98,7 +98,9 @@ export function resolveOptions(options: ClientOptions): ResolvedOptions {
     );
   }
   if (!(reconnect.multiplier >= 1)) {
-    throw new ConfigError(`reconnect.multiplier must be at least 1, but was ${reconnect.multiplier}`);
+    throw new ConfigError(
+      `reconnect.multiplier must be at least 1, but was ${reconnect.multiplier}`,
+    );
   }
   if (!(reconnect.randomization >= 0 && reconnect.randomization < 1)) {
     throw new ConfigError(

@@ -37,7 +37,8 @@ const W = String.raw`\p{L}\p{N}_`;
 // Python's str.split() whitespace. After the window is split on it and joined with
 // single spaces, " " is the only whitespace left, so the patterns below write " " where
 // the Python ones write `\s` (JavaScript's `\s` is a different set).
-const PYTHON_WHITESPACE = /[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/u;
+const PYTHON_WHITESPACE =
+  /[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/u;
 
 const UNPRINTABLE = /[\x00-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]/gu;
 const REPLACEMENT_CHARACTER = "\ufffd";
@@ -81,17 +82,15 @@ const AUTH_CREDENTIAL = new RegExp(
   "giu",
 );
 
-const URL_PATTERN = /(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:\/\/[A-Za-z0-9._~%!$&*+,;=:@/?#[\]-]*/gu;
+const URL_PATTERN =
+  /(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:\/\/[A-Za-z0-9._~%!$&*+,;=:@/?#[\]-]*/gu;
 const PLAIN_SEGMENT = /^[A-Za-z][A-Za-z0-9_-]{0,15}$/u;
 const TRAILING_PUNCTUATION = ".,;:!?";
 
 // ASCII `\w` here, as the Python pattern is compiled with re.ASCII.
 const EMAIL = /(?<![A-Za-z0-9_.%+-])[A-Za-z0-9_.%+-]+@[A-Za-z0-9_%+-]+\.[A-Za-z0-9_.%+@-]+/gu;
 const WINDOWS_PATH = new RegExp(String.raw`(?<![A-Za-z0-9])[A-Za-z]:[\\/][${W}.~/\\@+$-]*`, "gu");
-const SLASHED_WORD = new RegExp(
-  String.raw`(?<![${W}.~/\\-])[${W}.~-]*[/\\][${W}.~/\\@+-]*`,
-  "gu",
-);
+const SLASHED_WORD = new RegExp(String.raw`(?<![${W}.~/\\-])[${W}.~-]*[/\\][${W}.~/\\@+-]*`, "gu");
 const FILE_EXTENSION = /\.[A-Za-z][A-Za-z0-9]{0,7}$/u;
 const OPAQUE_RUN = /(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{32,}={0,2}/gu;
 const DIGIT = /[0-9]/u;

@@ -35,7 +35,7 @@ import * as grpc from "@grpc/grpc-js";
 import { EventEmitter } from "node:events";
 import { performance } from "node:perf_hooks";
 
-import { type Advisory, fromWire, type WireAdvisory } from "./advisory.js";
+import type { Advisory } from "./advisory.js";
 import { callFingerprint, resolveServer } from "./calls.js";
 import { bearerMetadata, channelSecurity } from "./channel.js";
 import { loadContract } from "./contract.js";
@@ -47,6 +47,12 @@ import {
   type ResolvedOptions,
   resolveOptions,
 } from "./options.js";
+import {
+  fromCheckResponse,
+  toStreamMessage,
+  type WireCheckResponse,
+  type WireSubscribeResponse,
+} from "./wire.js";
 
 /** After these, subscribing again cannot help until a person changes something. */
 export const PERMANENT_CODES: ReadonlySet<grpc.status> = new Set([
@@ -79,25 +85,15 @@ export interface AdvisoryClientEvents {
   disconnected: [reason: string];
   /** The service refused the subscription for good (a bad token, ...). */
   failure: [reason: string];
-}
-
-interface WireSubscribeResponse {
-  epoch: string;
-  seq: string;
-  kind?: "snapshot" | "change" | "heartbeat";
-  snapshot?: { advisories: WireAdvisory[]; resync: boolean; more: boolean; first: boolean };
-  change?: WireAdvisory;
-  heartbeat?: { atUnixNano: string };
-}
-
-interface WireCheckResponse {
-  verdict: string | number;
-  advisory: WireAdvisory | null;
-  probePermit: string;
+  /** close() was called. */
+  closed: [];
 }
 
 type AdvisoriesStub = grpc.Client & {
-  Subscribe(request: object, metadata: grpc.Metadata): grpc.ClientReadableStream<WireSubscribeResponse>;
+  Subscribe(
+    request: object,
+    metadata: grpc.Metadata,
+  ): grpc.ClientReadableStream<WireSubscribeResponse>;
   Check(
     request: object,
     metadata: grpc.Metadata,
@@ -223,14 +219,16 @@ export class AdvisoryClient extends EventEmitter<AdvisoryClientEvents> {
       const done = (value: boolean) => {
         clearTimeout(timer);
         this.off("synced", onSynced);
-        this.off("failure", onFailure);
+        this.off("failure", onStop);
+        this.off("closed", onStop);
         resolve(value);
       };
       const onSynced = () => done(true);
-      const onFailure = () => done(false);
+      const onStop = () => done(false);
       const timer = setTimeout(() => done(this.isSynced), timeoutMs);
       this.on("synced", onSynced);
-      this.on("failure", onFailure);
+      this.on("failure", onStop);
+      this.on("closed", onStop);
     });
   }
 
@@ -258,6 +256,7 @@ export class AdvisoryClient extends EventEmitter<AdvisoryClientEvents> {
       this.isSynced = false;
       this.emit("disconnected", "closed");
     }
+    this.emit("closed");
   }
 
   // -- the stream ------------------------------------------------------------------------
@@ -365,45 +364,6 @@ export class AdvisoryClient extends EventEmitter<AdvisoryClientEvents> {
     this.log.warn(`advisories: no message from ${this.target} for ${seconds}s; reconnecting`);
     call.cancel(); // ends with CANCELLED, and the stream is opened again
   }
-}
-
-function toStreamMessage(wire: WireSubscribeResponse): StreamMessage {
-  const epoch = wire.epoch;
-  const seq = BigInt(wire.seq || 0);
-  if (wire.kind === "snapshot" && wire.snapshot) {
-    const part = wire.snapshot;
-    return {
-      kind: "snapshot",
-      epoch,
-      seq,
-      snapshot: {
-        advisories: part.advisories.map(fromWire),
-        resync: part.resync,
-        more: part.more,
-        first: part.first,
-      },
-    };
-  }
-  if (wire.kind === "change" && wire.change) {
-    return { kind: "change", epoch, seq, change: fromWire(wire.change) };
-  }
-  if (wire.kind === "heartbeat" && wire.heartbeat) {
-    return { kind: "heartbeat", epoch, seq, atUnixNano: BigInt(wire.heartbeat.atUnixNano || 0) };
-  }
-  return { kind: "unknown", epoch, seq }; // a kind a later contract adds: nothing to apply
-}
-
-/** The service's verdict as a CheckResult; an unknown verdict allows (fail open). */
-function fromCheckResponse(response: WireCheckResponse): CheckResult {
-  const advisory = response.advisory ? fromWire(response.advisory) : null;
-  if (response.verdict === "VERDICT_DENY") return new CheckResult(Decision.DENY, { advisory });
-  if (response.verdict === "VERDICT_PROBE") {
-    return new CheckResult(Decision.PROBE, {
-      advisory,
-      probePermit: Number(response.probePermit || 0),
-    });
-  }
-  return new CheckResult(Decision.ALLOW, { advisory });
 }
 
 function codeName(code: grpc.status | undefined): string {

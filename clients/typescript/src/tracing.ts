@@ -112,7 +112,9 @@ export class PromptToolSpanProcessor implements SpanProcessor {
       exportTimeoutMs: this.exportTimeoutMs,
     })) {
       if (!Number.isInteger(value) || value < 1) {
-        throw new ConfigError(`PromptToolSpanProcessor: ${name} must be a positive integer, but was ${value}`);
+        throw new ConfigError(
+          `PromptToolSpanProcessor: ${name} must be a positive integer, but was ${value}`,
+        );
       }
     }
   }
@@ -287,29 +289,33 @@ export async function recordToolCall<T>(
     Object.assign(attributes, recordedArguments(call.arguments));
   }
   Object.assign(attributes, call.attributes);
-  return tracer.startActiveSpan(TOOL_CALL_SPAN, { kind: SpanKind.CLIENT, attributes }, async (span) => {
-    const record = new ToolCallRecord(span);
-    try {
-      return await body(record);
-    } catch (error) {
-      if (record.outcome === null) {
-        if (isAbort(error)) {
-          record.cancelled(); // the harness stopped it; the tool did not fail
-        } else {
-          const message = describeError(error);
-          record.failed(message, { errorType: errorTypeOf(error) });
-          // An exception event without the stack (file paths), its message redacted.
-          span.addEvent("exception", {
-            "exception.type": errorName(error),
-            "exception.message": redact(message, MAX_ERROR_CHARS),
-          });
+  return tracer.startActiveSpan(
+    TOOL_CALL_SPAN,
+    { kind: SpanKind.CLIENT, attributes },
+    async (span) => {
+      const record = new ToolCallRecord(span);
+      try {
+        return await body(record);
+      } catch (error) {
+        if (record.outcome === null) {
+          if (isAbort(error)) {
+            record.cancelled(); // the harness stopped it; the tool did not fail
+          } else {
+            const message = describeError(error);
+            record.failed(message, { errorType: errorTypeOf(error) });
+            // An exception event without the stack (file paths), its message redacted.
+            span.addEvent("exception", {
+              "exception.type": errorName(error),
+              "exception.message": redact(message, MAX_ERROR_CHARS),
+            });
+          }
         }
+        throw error;
+      } finally {
+        span.end();
       }
-      throw error;
-    } finally {
-      span.end();
-    }
-  });
+    },
+  );
 }
 
 export function describeError(error: unknown): string {

@@ -54,8 +54,10 @@ class ScriptedService {
       GetState: (_call: unknown, callback: grpc.sendUnaryData<object>) => callback(null, {}),
     });
     this.port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync(`${LOOPBACK}:0`, grpc.ServerCredentials.createInsecure(), (error, port) =>
-        error ? reject(error) : resolve(port),
+      this.server.bindAsync(
+        `${LOOPBACK}:0`,
+        grpc.ServerCredentials.createInsecure(),
+        (error, port) => (error ? reject(error) : resolve(port)),
       ),
     );
   }
@@ -108,21 +110,34 @@ describe("against a service that says what a later contract may", () => {
     service.send({ seq: 3, change: wireAdvisory({ id: "future-scope", scope: 99 }) });
     await waitFor(() => advisories.advisories()[0]?.id === "future-scope", "the second change");
     assert.equal(advisories.advisories().length, 1);
-    assert.equal(check().decision, Decision.ALLOW, "a scope this version does not know matches nothing");
+    assert.equal(
+      check().decision,
+      Decision.ALLOW,
+      "a scope this version does not know matches nothing",
+    );
     assert.equal(advisories.position.seq, 3n);
   });
 
   test("a snapshot in parts is whole only at its last part; then it resumes from it", async () => {
     await connect();
-    service.send({ seq: 7, snapshot: { advisories: [wireAdvisory({ id: "a" })], first: true, more: true } });
+    service.send({
+      seq: 7,
+      snapshot: { advisories: [wireAdvisory({ id: "a" })], first: true, more: true },
+    });
     await waitFor(() => advisories.advisories().length === 1, "the first part");
     assert.equal(advisories.synced, false);
     service.send({
       seq: 7,
-      snapshot: { advisories: [wireAdvisory({ id: "b", scope: "SCOPE_SERVER", tool: "" })], more: false },
+      snapshot: {
+        advisories: [wireAdvisory({ id: "b", scope: "SCOPE_SERVER", tool: "" })],
+        more: false,
+      },
     });
     assert.ok(await advisories.waitUntilSynced(5_000));
-    assert.deepEqual(advisories.advisories().map((a) => a.id), ["a", "b"]);
+    assert.deepEqual(
+      advisories.advisories().map((a) => a.id),
+      ["a", "b"],
+    );
     service.send({ seq: 8, heartbeat: { atUnixNano: 1 } });
     await waitFor(() => advisories.stats.heartbeats === 1, "the heartbeat");
 
@@ -151,7 +166,10 @@ describe("against a service that says what a later contract may", () => {
     service.send({ seq: 0, snapshot: { advisories: [], first: true } });
     assert.ok(await advisories.waitUntilSynced(5_000));
     const count = service.requests.length;
-    await waitFor(() => advisories.stats.stalled >= 1 && service.requests.length > count, "the watchdog");
+    await waitFor(
+      () => advisories.stats.stalled >= 1 && service.requests.length > count,
+      "the watchdog",
+    );
   });
 
   test("an unknown verdict from Check allows the call", async () => {

@@ -71,18 +71,27 @@ describe("the seed's turn against a dead tool", () => {
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: [TOOL_SERVER],
-      env: { ...process.env, INVOCATIONS_FILE: invocations, UPSTREAM_PORT: String(upstreamPort) } as Record<string, string>,
+      env: {
+        ...process.env,
+        INVOCATIONS_FILE: invocations,
+        UPSTREAM_PORT: String(upstreamPort),
+      } as Record<string, string>,
       stderr: "inherit",
     });
     const client = new Client({ name: HARNESS, version: "1.0.0" });
     await client.connect(transport);
     try {
-      assert.deepEqual((await client.listTools()).tools.map((tool) => tool.name), [TOOL]);
+      assert.deepEqual(
+        (await client.listTools()).tools.map((tool) => tool.name),
+        [TOOL],
+      );
       const harness = wrap(client);
       const results: CallToolResult[] = [];
       for (const [index, round] of ROUNDS.entries()) {
         (harness as Partial<BreakerClient<Client>>).setTurn?.(TURN, round);
-        results.push((await harness.callTool({ name: TOOL, arguments: { ...ARGUMENTS } })) as CallToolResult);
+        results.push(
+          (await harness.callTool({ name: TOOL, arguments: { ...ARGUMENTS } })) as CallToolResult,
+        );
         if (index === 0) await afterFirst?.();
       }
       const listed = (await (harness as Client).listTools()).tools.map((tool) => tool.name);
@@ -114,7 +123,8 @@ describe("the seed's turn against a dead tool", () => {
       const waitForTheAdvisory = async () => {
         const started = performance.now();
         await waitFor(
-          () => mirror.check({ turn: TURN, server: SERVER, tool: TOOL, arguments: ARGUMENTS }).refused,
+          () =>
+            mirror.check({ turn: TURN, server: SERVER, tool: TOOL, arguments: ARGUMENTS }).refused,
           "the advisory in the mirror",
           ADVISORY_WAIT_MS,
         );
@@ -122,7 +132,8 @@ describe("the seed's turn against a dead tool", () => {
       };
       const { results, reached, listed } = await playTheTurn(
         "with",
-        (client) => wrapClient(client, { advisories: mirror, tracer: harness.tracer, serverName: SERVER }),
+        (client) =>
+          wrapClient(client, { advisories: mirror, tracer: harness.tracer, serverName: SERVER }),
         waitForTheAdvisory,
       );
       console.log(`failure returned → advisory in the harness's mirror: ${waitedMs.toFixed(1)} ms`);
@@ -148,8 +159,15 @@ describe("the seed's turn against a dead tool", () => {
       );
       const failed = { server: SERVER, tool: TOOL, outcome: "failed", failure_class: "transport" };
       assert.equal(await running.metric("mcp_breaker_tool_calls_total", failed), 1);
-      assert.equal(await running.metric("mcp_breaker_tool_calls_total", { server: SERVER, tool: TOOL }), 8);
-      assert.equal(await running.metric("mcp_breaker_dead_calls_total"), 0, "no dead call was made");
+      assert.equal(
+        await running.metric("mcp_breaker_tool_calls_total", { server: SERVER, tool: TOOL }),
+        8,
+      );
+      assert.equal(
+        await running.metric("mcp_breaker_dead_calls_total"),
+        0,
+        "no dead call was made",
+      );
     } finally {
       advisories?.close();
       await harness.shutdown();

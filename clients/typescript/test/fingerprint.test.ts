@@ -48,9 +48,16 @@ describe("the shared vectors", () => {
       const value: unknown = JSON.parse(vector.arguments_json);
       const what = `${vector.server}/${vector.tool} ${vector.arguments_json.slice(0, 80)}`;
       assert.equal(canonicalJson(value), vector.canonical_json, what);
-      assert.equal(fingerprint(vector.server || null, vector.tool, value), vector.fingerprint, what);
+      assert.equal(
+        fingerprint(vector.server || null, vector.tool, value),
+        vector.fingerprint,
+        what,
+      );
       assert.equal(argumentsDigest(value), vector.arguments_digest, what);
-      assert.deepEqual(fingerprints(vector.server || null, vector.tool, value), vector.fingerprints);
+      assert.deepEqual(
+        fingerprints(vector.server || null, vector.tool, value),
+        vector.fingerprints,
+      );
     }
   });
 });
@@ -108,7 +115,10 @@ describe("what JSON.stringify would send is what is hashed", () => {
     assert.equal(fingerprint("s", "t", cycle), undefined);
     assert.equal(fingerprint("s", "t", { n: 10n }), undefined);
     assert.equal(fingerprint("s", "t", undefined), undefined);
-    assert.deepEqual(fingerprints("s", "t", () => 1), []);
+    assert.deepEqual(
+      fingerprints("s", "t", () => 1),
+      [],
+    );
   });
 
   test("nesting past 32 levels is one marker, and a deep value without a cycle still hashes", () => {

@@ -10,7 +10,11 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from "@opentelemetry/sdk-trace-base";
 import { z } from "zod";
 
 import { type Advisory, CheckResult, Decision, type ToolCall } from "@mcp-breaker/client";
@@ -43,7 +47,9 @@ class Source implements AdvisorySource {
     return this.remote;
   }
   rosterCollapse(turn: string): Advisory | null {
-    return turn === "collapsed" ? advisory({ scope: "SCOPE_TURN_ROSTER", state: "STATE_ROSTER_COLLAPSED" }) : null;
+    return turn === "collapsed"
+      ? advisory({ scope: "SCOPE_TURN_ROSTER", state: "STATE_ROSTER_COLLAPSED" })
+      : null;
   }
 }
 
@@ -62,7 +68,11 @@ async function setUp(source: Source | null) {
   await client.connect(clientSide);
   const exporter = new InMemorySpanExporter();
   const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-  const tools = wrapClient(client, { advisories: source, tracer: provider.getTracer("tests"), serverName: SERVER });
+  const tools = wrapClient(client, {
+    advisories: source,
+    tracer: provider.getTracer("tests"),
+    serverName: SERVER,
+  });
   tools.setTurn("turn-1", 3);
   const call = async (url: string) =>
     (await tools.callTool({ name: "browser_navigate", arguments: { url } })) as CallToolResult;
@@ -86,7 +96,10 @@ describe("wrapClient", () => {
     assert.equal(reached(), 0);
     assert.equal(result.isError, true);
     assert.equal(resultText(result), advisory().message);
-    assert.deepEqual((await tools.listTools()).tools.map((tool) => tool.name), ["browser_navigate"]);
+    assert.deepEqual(
+      (await tools.listTools()).tools.map((tool) => tool.name),
+      ["browser_navigate"],
+    );
     assert.deepEqual(source.asked[0], {
       turn: "turn-1",
       server: SERVER,
@@ -104,13 +117,18 @@ describe("wrapClient", () => {
     const source = new Source();
     source.local = new CheckResult(Decision.DENY, { advisory: advisory({ message: "" }) });
     const { call, close } = await setUp(source);
-    assert.match(resultText(await call("x")), /`browser_navigate` is unavailable right now: transport\./);
+    assert.match(
+      resultText(await call("x")),
+      /`browser_navigate` is unavailable right now: transport\./,
+    );
     await close();
   });
 
   test("half-open: the permit holder makes the call; any other asker is refused", async () => {
     const source = new Source();
-    source.local = new CheckResult(Decision.PROBE_NEEDED, { advisory: advisory({ state: "STATE_HALF_OPEN" }) });
+    source.local = new CheckResult(Decision.PROBE_NEEDED, {
+      advisory: advisory({ state: "STATE_HALF_OPEN" }),
+    });
     source.remote = new CheckResult(Decision.PROBE, { advisory: advisory(), probePermit: 17 });
     const { call, spans, close, reached } = await setUp(source);
     assert.equal((await call("https://example.test")).isError, undefined);
@@ -118,7 +136,9 @@ describe("wrapClient", () => {
     assert.equal(source.askedRemote.length, 1);
     assert.equal((await spans())[0]?.attributes["mcp.breaker.probe_permit"], 17);
 
-    source.remote = new CheckResult(Decision.DENY, { advisory: advisory({ message: "being tested" }) });
+    source.remote = new CheckResult(Decision.DENY, {
+      advisory: advisory({ message: "being tested" }),
+    });
     assert.equal(resultText(await call("https://example.test")), "being tested");
     assert.equal(reached(), 1);
     await close();

@@ -37,7 +37,11 @@ function mirrorWith(...advisories: Advisory[]): Mirror {
   return mirror;
 }
 
-function snapshot(seq: bigint, advisories: Advisory[], flags: Partial<Record<"first" | "more" | "resync", boolean>> = {}): StreamMessage {
+function snapshot(
+  seq: bigint,
+  advisories: Advisory[],
+  flags: Partial<Record<"first" | "more" | "resync", boolean>> = {},
+): StreamMessage {
   const part = { advisories, resync: false, more: false, first: false, ...flags };
   return { kind: "snapshot", epoch: "epoch-1", seq, snapshot: part };
 }
@@ -108,7 +112,12 @@ describe("matching a call", () => {
   });
 
   test("a roster collapse is told apart and refuses no call", () => {
-    const roster = advisory({ id: "roster", scope: "SCOPE_TURN_ROSTER", state: "STATE_ROSTER_COLLAPSED", tool: "" });
+    const roster = advisory({
+      id: "roster",
+      scope: "SCOPE_TURN_ROSTER",
+      state: "STATE_ROSTER_COLLAPSED",
+      tool: "",
+    });
     const mirror = mirrorWith(roster);
     assert.equal(mirror.rosterCollapse("turn-1", NOW_MS)?.id, "roster");
     assert.equal(mirror.rosterCollapse("turn-2", NOW_MS), null);
@@ -126,7 +135,12 @@ describe("expiry", () => {
   });
 
   test("an open circuit past its open period reads as half-open, not as allowed", () => {
-    const circuit = advisory({ scope: "SCOPE_SERVER", tool: "", state: "STATE_OPEN", expiresUnixNano: at(NOW_MS) });
+    const circuit = advisory({
+      scope: "SCOPE_SERVER",
+      tool: "",
+      state: "STATE_OPEN",
+      expiresUnixNano: at(NOW_MS),
+    });
     const mirror = mirrorWith(circuit);
     assert.ok(mirror.check(call, NOW_MS - 1).refused);
     assert.equal(mirror.check(call, NOW_MS + 1).decision, Decision.PROBE_NEEDED);
@@ -136,10 +150,20 @@ describe("expiry", () => {
 describe("what the stream says", () => {
   test("a change replaces by id, and a closed change removes", () => {
     const mirror = mirrorWith(advisory({}));
-    mirror.applyMessage({ kind: "change", epoch: "epoch-1", seq: 2n, change: advisory({ message: "new" }) });
+    mirror.applyMessage({
+      kind: "change",
+      epoch: "epoch-1",
+      seq: 2n,
+      change: advisory({ message: "new" }),
+    });
     assert.equal(mirror.size, 1);
     assert.equal(mirror.get("id")?.message, "new");
-    mirror.applyMessage({ kind: "change", epoch: "epoch-1", seq: 3n, change: advisory({ state: "STATE_CLOSED" }) });
+    mirror.applyMessage({
+      kind: "change",
+      epoch: "epoch-1",
+      seq: 3n,
+      change: advisory({ state: "STATE_CLOSED" }),
+    });
     assert.equal(mirror.size, 0);
     assert.equal(mirror.lastSeq, 3n);
     assert.ok(!mirror.check(call, NOW_MS).refused);
@@ -152,7 +176,10 @@ describe("what the stream says", () => {
     assert.equal(mirror.epoch, ""); // a stream broken between parts must start over
     mirror.applyMessage(snapshot(7n, [advisory({ id: "b", turn: "turn-2" })], { more: false }));
     assert.ok(mirror.complete);
-    assert.deepEqual(mirror.advisories().map((a) => a.id), ["a", "b"]);
+    assert.deepEqual(
+      mirror.advisories().map((a) => a.id),
+      ["a", "b"],
+    );
     assert.equal(mirror.epoch, "epoch-1");
     assert.equal(mirror.lastSeq, 7n);
   });
@@ -168,7 +195,10 @@ describe("what the stream says", () => {
     for (const turn of ["turn-1", "turn-2", "turn-3"]) {
       mirror.apply("e", 1n, advisory({ id: turn, turn }));
     }
-    assert.deepEqual(mirror.advisories().map((a) => a.id), ["turn-2", "turn-3"]);
+    assert.deepEqual(
+      mirror.advisories().map((a) => a.id),
+      ["turn-2", "turn-3"],
+    );
     assert.equal(mirror.evicted, 1);
     assert.ok(!mirror.check(call, NOW_MS).refused); // turn-1's block went with it
     assert.throws(() => new Mirror({ maxAdvisories: 0 }), ConfigError);

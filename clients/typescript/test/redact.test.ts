@@ -24,12 +24,17 @@ describe("redact", () => {
   test("gives the shared vectors' answers", () => {
     assert.ok(vectors.length >= 80);
     for (const vector of vectors) {
-      assert.equal(redact(vector.text, vector.max_chars), vector.redacted, vector.text.slice(0, 120));
+      assert.equal(
+        redact(vector.text, vector.max_chars),
+        vector.redacted,
+        vector.text.slice(0, 120),
+      );
     }
   });
 
   test("removes the secrets of a failing reconnect and keeps what failed", () => {
-    const text = 'reconnect upstream MCP "https://admin:s3cr3t@10.0.0.7:8931/mcp?api_key=k1": Unauthorized';
+    const text =
+      'reconnect upstream MCP "https://admin:s3cr3t@10.0.0.7:8931/mcp?api_key=k1": Unauthorized';
     const redacted = redact(text);
     for (const gone of ["admin", "s3cr3t", "k1"]) assert.ok(!redacted.includes(gone), redacted);
     assert.ok(redacted.includes("10.0.0.7:8931/mcp") && redacted.includes("Unauthorized"));
@@ -56,7 +61,11 @@ describe("randomized error texts, judged by the Python implementation", () => {
       let text = "";
       for (let j = 0; j < pieces; j++) text += FRAGMENTS[Math.floor(random() * FRAGMENTS.length)];
       const maxChars = random() < 0.7 ? 300 : 1 + Math.floor(random() * 120);
-      assert.equal(redact(text, maxChars), await oracle.redact(text, maxChars), JSON.stringify(text));
+      assert.equal(
+        redact(text, maxChars),
+        await oracle.redact(text, maxChars),
+        JSON.stringify(text),
+      );
     }
   });
 });

@@ -11,7 +11,13 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { after, before, describe, test } from "node:test";
 
-import { type AdvisoryClient, type ClientOptions, silentLogger, subscribe, tlsFromFiles } from "@mcp-breaker/client";
+import {
+  type AdvisoryClient,
+  type ClientOptions,
+  silentLogger,
+  subscribe,
+  tlsFromFiles,
+} from "@mcp-breaker/client";
 
 import { ARGUMENTS, Harness, SERVER, TOOL } from "./support/harness.js";
 import { PACKAGE_ROOT, PYTHON, requireVenv } from "./support/paths.js";
@@ -47,9 +53,13 @@ describe("TLS, mutual TLS and bearer tokens", () => {
   before(async () => {
     requireVenv();
     directory = mkdtempSync(join(tmpdir(), "mcp-breaker-tls-"));
-    const made = spawnSync(PYTHON, [join(PACKAGE_ROOT, "test/support/certificates.py"), directory], {
-      encoding: "utf8",
-    });
+    const made = spawnSync(
+      PYTHON,
+      [join(PACKAGE_ROOT, "test/support/certificates.py"), directory],
+      {
+        encoding: "utf8",
+      },
+    );
     assert.equal(made.status, 0, made.stderr);
     running = await BreakerService.start(
       `advisories.tls.cert_file=${file("server.pem")}`,
@@ -76,9 +86,19 @@ describe("TLS, mutual TLS and bearer tokens", () => {
     await waitFor(() => refuses(advisories, "turn-of-team-a"), "team-a's advisory");
     assert.ok(!refuses(advisories, "turn-of-team-b"));
     assert.ok(advisories.advisories().every((advisory) => advisory.tenant === "team-a"));
-    const remote = await advisories.checkRemote({ turn: "turn-of-team-b", server: SERVER, tool: TOOL, arguments: ARGUMENTS });
+    const remote = await advisories.checkRemote({
+      turn: "turn-of-team-b",
+      server: SERVER,
+      tool: TOOL,
+      arguments: ARGUMENTS,
+    });
     assert.ok(remote.answered && !remote.refused); // Check answers for its own tenant only
-    const own = await advisories.checkRemote({ turn: "turn-of-team-a", server: SERVER, tool: TOOL, arguments: ARGUMENTS });
+    const own = await advisories.checkRemote({
+      turn: "turn-of-team-a",
+      server: SERVER,
+      tool: TOOL,
+      arguments: ARGUMENTS,
+    });
     assert.ok(own.answered && own.refused);
   });
 
@@ -105,7 +125,11 @@ describe("TLS, mutual TLS and bearer tokens", () => {
       await sleep(500); // ten backoff periods: a retrying client would have connected again
       assert.equal(advisories.stats.connects, 1);
       assert.ok(!advisories.check({ turn: "turn-of-team-a", server: SERVER, tool: TOOL }).refused);
-      const remote = await advisories.checkRemote({ turn: "turn-of-team-a", server: SERVER, tool: TOOL });
+      const remote = await advisories.checkRemote({
+        turn: "turn-of-team-a",
+        server: SERVER,
+        tool: TOOL,
+      });
       assert.equal(remote.answered, false); // refused by the service: fails open
     });
   }

@@ -61,7 +61,10 @@ describe("subscribed to the real service", () => {
     const running = await service();
     const spans = harness(running);
     await spans.fail("turn-before");
-    await waitFor(async () => (await running.metric("mcp_breaker_tool_calls_total")) >= 1, "the span");
+    await waitFor(
+      async () => (await running.metric("mcp_breaker_tool_calls_total")) >= 1,
+      "the span",
+    );
 
     const advisories = client(running.advisoriesTarget);
     assert.ok(await advisories.waitUntilSynced(20_000));
@@ -83,10 +86,21 @@ describe("subscribed to the real service", () => {
     assert.ok(!refuses(advisories, "a third turn"));
     assert.ok(advisories.position.epoch !== "" && advisories.position.seq >= 2n);
 
-    const remote = await advisories.checkRemote({ turn: "turn-after", server: SERVER, tool: TOOL, arguments: ARGUMENTS });
+    const remote = await advisories.checkRemote({
+      turn: "turn-after",
+      server: SERVER,
+      tool: TOOL,
+      arguments: ARGUMENTS,
+    });
     assert.equal(remote.decision, Decision.DENY);
-    assert.ok(remote.answered && remote.advisory?.id === held?.id.replace("turn-before", "turn-after"));
-    const allowed = await advisories.checkRemote({ turn: "a third turn", server: SERVER, tool: TOOL });
+    assert.ok(
+      remote.answered && remote.advisory?.id === held?.id.replace("turn-before", "turn-after"),
+    );
+    const allowed = await advisories.checkRemote({
+      turn: "a third turn",
+      server: SERVER,
+      tool: TOOL,
+    });
     assert.ok(allowed.decision === Decision.ALLOW && allowed.answered);
   });
 
@@ -99,7 +113,10 @@ describe("subscribed to the real service", () => {
     await waitFor(() => !advisories.synced, "the client to notice");
 
     await harness(running).fail("turn-while-away");
-    await waitFor(async () => (await running.metric("mcp_breaker_tool_calls_total")) >= 1, "the span");
+    await waitFor(
+      async () => (await running.metric("mcp_breaker_tool_calls_total")) >= 1,
+      "the span",
+    );
     assert.ok(!refuses(advisories, "turn-while-away"));
 
     relay.release();
@@ -165,13 +182,28 @@ describe("subscribed to the real service", () => {
     await harness(running).fail("turn-1");
     // One failure opens the server's circuit, for every turn; after its open period (2 s)
     // it is half-open.
-    await waitFor(() => advisories.advisories().some((a) => a.scope === "SCOPE_SERVER"), "the circuit");
     await waitFor(
-      () => advisories.check({ turn: "a later turn", server: SERVER, tool: TOOL }).decision === Decision.PROBE_NEEDED,
+      () => advisories.advisories().some((a) => a.scope === "SCOPE_SERVER"),
+      "the circuit",
+    );
+    await waitFor(
+      () =>
+        advisories.check({ turn: "a later turn", server: SERVER, tool: TOOL }).decision ===
+        Decision.PROBE_NEEDED,
       "half-open after the open period",
     );
-    const first = await advisories.checkRemote({ turn: "a later turn", server: SERVER, tool: TOOL, arguments: ARGUMENTS });
-    const second = await advisories.checkRemote({ turn: "yet another turn", server: SERVER, tool: TOOL, arguments: ARGUMENTS });
+    const first = await advisories.checkRemote({
+      turn: "a later turn",
+      server: SERVER,
+      tool: TOOL,
+      arguments: ARGUMENTS,
+    });
+    const second = await advisories.checkRemote({
+      turn: "yet another turn",
+      server: SERVER,
+      tool: TOOL,
+      arguments: ARGUMENTS,
+    });
     assert.equal(first.decision, Decision.PROBE);
     assert.ok(first.probePermit > 0);
     assert.equal(second.decision, Decision.DENY); // another caller holds the permit
@@ -187,9 +219,15 @@ describe("a service that is down", () => {
     assert.equal(await advisories.waitUntilSynced(1500), false);
     assert.ok(advisories.stats.connects >= 2, "it keeps trying, with backoff");
     assert.equal(advisories.failure, "");
-    assert.equal(advisories.check({ turn: "t", server: SERVER, tool: TOOL }).decision, Decision.ALLOW);
+    assert.equal(
+      advisories.check({ turn: "t", server: SERVER, tool: TOOL }).decision,
+      Decision.ALLOW,
+    );
 
-    const remote = await advisories.checkRemote({ turn: "t", server: SERVER, tool: TOOL }, { timeoutMs: 500 });
+    const remote = await advisories.checkRemote(
+      { turn: "t", server: SERVER, tool: TOOL },
+      { timeoutMs: 500 },
+    );
     assert.equal(remote.decision, Decision.ALLOW);
     assert.equal(remote.answered, false);
     assert.equal(advisories.stats.remoteChecksFailedOpen, 1);
@@ -208,7 +246,10 @@ describe("a service that is down", () => {
     await running.stop();
     await waitFor(() => !advisories.synced, "the stream to end");
     assert.ok(refuses(advisories, "turn-1"));
-    const remote = await advisories.checkRemote({ turn: "turn-1", server: SERVER, tool: TOOL }, { timeoutMs: 500 });
+    const remote = await advisories.checkRemote(
+      { turn: "turn-1", server: SERVER, tool: TOOL },
+      { timeoutMs: 500 },
+    );
     assert.ok(remote.decision === Decision.ALLOW && !remote.answered);
   });
 });

@@ -57,26 +57,41 @@ describe("PromptToolSpanProcessor", () => {
     const exporter = new InMemorySpanExporter();
     const { processor, provider, tracer } = setUp(exporter);
     tracer.startSpan("http GET /").end();
-    await recordToolCall(tracer, { tool: "browser_navigate", server: "playwright" }, (call) => call.ok());
+    await recordToolCall(tracer, { tool: "browser_navigate", server: "playwright" }, (call) =>
+      call.ok(),
+    );
     await waitFor(() => exporter.getFinishedSpans().length > 0, "the tool span");
-    assert.deepEqual(exporter.getFinishedSpans().map((span) => span.name), ["mcp.tool.call"]);
+    assert.deepEqual(
+      exporter.getFinishedSpans().map((span) => span.name),
+      ["mcp.tool.call"],
+    );
     await waitFor(() => processor.stats.exported === 1, "the export's answer");
     await provider.forceFlush();
-    assert.deepEqual(exporter.getFinishedSpans().map((span) => span.name).sort(), ["http GET /", "mcp.tool.call"]);
+    assert.deepEqual(
+      exporter
+        .getFinishedSpans()
+        .map((span) => span.name)
+        .sort(),
+      ["http GET /", "mcp.tool.call"],
+    );
     await provider.shutdown();
   });
 
   test("one export in flight; what ends meanwhile goes in the next; a full queue drops and counts", async () => {
     const exporter = new HeldExporter();
     const { processor, provider, tracer } = setUp(exporter, { maxQueue: 2 });
-    const end = (name: string) => tracer.startSpan(name, { attributes: { "mcp.tool.name": name } }).end();
+    const end = (name: string) =>
+      tracer.startSpan(name, { attributes: { "mcp.tool.name": name } }).end();
     end("first");
     await waitFor(() => exporter.exported.length === 1, "the first export");
     for (const name of ["second", "third", "fourth"]) end(name);
     assert.equal(processor.stats.dropped, 1); // the queue holds two while the first is out
     exporter.release();
     await waitFor(() => exporter.exported.length === 2, "the second export");
-    assert.deepEqual(exporter.exported[1]?.map((span) => span.name), ["second", "third"]);
+    assert.deepEqual(
+      exporter.exported[1]?.map((span) => span.name),
+      ["second", "third"],
+    );
     const flushed = processor.forceFlush();
     exporter.release();
     await flushed;
@@ -127,7 +142,14 @@ describe("recordToolCall", () => {
     const { provider, tracer } = setUp(exporter);
     const outcome = await recordToolCall(
       tracer,
-      { tool: "browser_navigate", server: "playwright", turnId: "turn-1", round: 7, arguments: ARGS, ...call },
+      {
+        tool: "browser_navigate",
+        server: "playwright",
+        turnId: "turn-1",
+        round: 7,
+        arguments: ARGS,
+        ...call,
+      },
       body,
     ).catch((error: unknown) => error);
     await provider.forceFlush();
@@ -153,7 +175,8 @@ describe("recordToolCall", () => {
   });
 
   test("a failure is recorded redacted, with an error status", async () => {
-    const error = 'upstream MCP session is closed (reconnect "http://u:hunter2@127.0.0.1:8931/mcp?token=abc")';
+    const error =
+      'upstream MCP session is closed (reconnect "http://u:hunter2@127.0.0.1:8931/mcp?token=abc")';
     const { span } = await recorded((call) => call.failed(error, { isError: true }));
     const recordedError = String(span.attributes["mcp.tool.error"]);
     assert.ok(recordedError.includes("upstream MCP session is closed"));
@@ -164,10 +187,13 @@ describe("recordToolCall", () => {
   });
 
   test("an error thrown by the call is recorded as failed, with its JSON-RPC code, and thrown on", async () => {
-    const thrown = Object.assign(new Error("MCP error -32602: Invalid params at /home/alice/x.ts"), {
-      name: "McpError",
-      code: -32602,
-    });
+    const thrown = Object.assign(
+      new Error("MCP error -32602: Invalid params at /home/alice/x.ts"),
+      {
+        name: "McpError",
+        code: -32602,
+      },
+    );
     const { span, outcome } = await recorded(() => {
       throw thrown;
     });

@@ -50,7 +50,11 @@ export class PythonOracle {
   }
 
   async redact(text: string, maxChars: number): Promise<string> {
-    const answer = await this.ask<{ redacted: string }>({ kind: "redact", text, max_chars: maxChars });
+    const answer = await this.ask<{ redacted: string }>({
+      kind: "redact",
+      text,
+      max_chars: maxChars,
+    });
     return answer.redacted;
   }
 
