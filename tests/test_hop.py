@@ -244,7 +244,12 @@ class TestProcess:
     def start(
         *flags: str, env: dict[str, str] | None = None
     ) -> tuple[subprocess.Popen[str], dict[str, int]]:
-        ports = {"grpc": free_port(), "http": free_port(), "telemetry": free_port()}
+        ports = {
+            "grpc": free_port(),
+            "http": free_port(),
+            "telemetry": free_port(),
+            "advisories": free_port(),
+        }
         process = subprocess.Popen(
             [
                 sys.executable,
@@ -257,6 +262,8 @@ class TestProcess:
                 f"receivers.http.endpoint={LOOPBACK}:{ports['http']}",
                 "--set",
                 f"telemetry.metrics_endpoint={LOOPBACK}:{ports['telemetry']}",
+                "--set",  # not the default 4320: other runs on the machine may hold it
+                f"advisories.endpoint={LOOPBACK}:{ports['advisories']}",
                 *flags,
             ],
             stderr=subprocess.PIPE,
@@ -364,6 +371,8 @@ class TestProcess:
                     f"receivers.grpc.endpoint={LOOPBACK}:0",
                     "--set",
                     f"telemetry.metrics_endpoint={LOOPBACK}:0",
+                    "--set",
+                    f"advisories.endpoint={LOOPBACK}:0",
                 ],
                 capture_output=True,
                 text=True,

@@ -37,6 +37,10 @@ function mirrorWith(...advisories: Advisory[]): Mirror {
   return mirror;
 }
 
+function change(seq: bigint, advisory: Advisory): StreamMessage {
+  return { kind: "change", epoch: "epoch-1", seq, change: advisory };
+}
+
 function snapshot(
   seq: bigint,
   advisories: Advisory[],
@@ -63,10 +67,10 @@ describe("matching a call", () => {
       [{ scope: "SCOPE_TURN_CALL", fingerprint: fingerprint("playwright", "browser_navigate", ARGS) }, true, {}],
       [{ scope: "SCOPE_TURN_CALL", fingerprint: callFingerprint("playwright", "browser_navigate", ARGS) }, false, { arguments: { url: "corrected" } }],
     ]; // prettier-ignore
-    for (const [fields, refused, change] of cases) {
+    for (const [fields, refused, differs] of cases) {
       const mirror = mirrorWith(advisory({ state: "STATE_OPEN", ...fields }));
-      const result = mirror.check({ ...call, ...change }, NOW_MS);
-      assert.equal(result.refused, refused, JSON.stringify({ fields, change }));
+      const result = mirror.check({ ...call, ...differs }, NOW_MS);
+      assert.equal(result.refused, refused, JSON.stringify({ fields, differs }));
       if (refused) assert.equal(result.advisory?.id, "id");
     }
   });
@@ -150,20 +154,10 @@ describe("expiry", () => {
 describe("what the stream says", () => {
   test("a change replaces by id, and a closed change removes", () => {
     const mirror = mirrorWith(advisory({}));
-    mirror.applyMessage({
-      kind: "change",
-      epoch: "epoch-1",
-      seq: 2n,
-      change: advisory({ message: "new" }),
-    });
+    mirror.applyMessage(change(2n, advisory({ message: "new" })));
     assert.equal(mirror.size, 1);
     assert.equal(mirror.get("id")?.message, "new");
-    mirror.applyMessage({
-      kind: "change",
-      epoch: "epoch-1",
-      seq: 3n,
-      change: advisory({ state: "STATE_CLOSED" }),
-    });
+    mirror.applyMessage(change(3n, advisory({ state: "STATE_CLOSED" })));
     assert.equal(mirror.size, 0);
     assert.equal(mirror.lastSeq, 3n);
     assert.ok(!mirror.check(call, NOW_MS).refused);

@@ -4,7 +4,6 @@
  * client without the certificate the service asks for is not let in.
  */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,8 +18,8 @@ import {
   tlsFromFiles,
 } from "@mcp-breaker/client";
 
+import { makeCertificates } from "./support/certificates.js";
 import { ARGUMENTS, Harness, SERVER, TOOL } from "./support/harness.js";
-import { PACKAGE_ROOT, PYTHON, requireVenv } from "./support/paths.js";
 import { BreakerService } from "./support/service.js";
 import { waitFor } from "./support/wait.js";
 
@@ -51,16 +50,8 @@ describe("TLS, mutual TLS and bearer tokens", () => {
     advisories.check({ turn, server: SERVER, tool: TOOL, arguments: ARGUMENTS }).refused;
 
   before(async () => {
-    requireVenv();
     directory = mkdtempSync(join(tmpdir(), "mcp-breaker-tls-"));
-    const made = spawnSync(
-      PYTHON,
-      [join(PACKAGE_ROOT, "test/support/certificates.py"), directory],
-      {
-        encoding: "utf8",
-      },
-    );
-    assert.equal(made.status, 0, made.stderr);
+    makeCertificates(directory);
     running = await BreakerService.start(
       `advisories.tls.cert_file=${file("server.pem")}`,
       `advisories.tls.key_file=${file("server.key")}`,

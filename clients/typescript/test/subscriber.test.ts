@@ -53,8 +53,9 @@ async function proxy(target: string): Promise<TcpProxy> {
   return made;
 }
 
+const callIn = (turn: string) => ({ turn, server: SERVER, tool: TOOL, arguments: ARGUMENTS });
 const refuses = (advisories: AdvisoryClient, turn: string) =>
-  advisories.check({ turn, server: SERVER, tool: TOOL, arguments: ARGUMENTS }).refused;
+  advisories.check(callIn(turn)).refused;
 
 describe("subscribed to the real service", () => {
   test("a snapshot first, then each change; check and checkRemote agree", async () => {
@@ -86,12 +87,7 @@ describe("subscribed to the real service", () => {
     assert.ok(!refuses(advisories, "a third turn"));
     assert.ok(advisories.position.epoch !== "" && advisories.position.seq >= 2n);
 
-    const remote = await advisories.checkRemote({
-      turn: "turn-after",
-      server: SERVER,
-      tool: TOOL,
-      arguments: ARGUMENTS,
-    });
+    const remote = await advisories.checkRemote(callIn("turn-after"));
     assert.equal(remote.decision, Decision.DENY);
     assert.ok(
       remote.answered && remote.advisory?.id === held?.id.replace("turn-before", "turn-after"),
@@ -192,18 +188,8 @@ describe("subscribed to the real service", () => {
         Decision.PROBE_NEEDED,
       "half-open after the open period",
     );
-    const first = await advisories.checkRemote({
-      turn: "a later turn",
-      server: SERVER,
-      tool: TOOL,
-      arguments: ARGUMENTS,
-    });
-    const second = await advisories.checkRemote({
-      turn: "yet another turn",
-      server: SERVER,
-      tool: TOOL,
-      arguments: ARGUMENTS,
-    });
+    const first = await advisories.checkRemote(callIn("a later turn"));
+    const second = await advisories.checkRemote(callIn("yet another turn"));
     assert.equal(first.decision, Decision.PROBE);
     assert.ok(first.probePermit > 0);
     assert.equal(second.decision, Decision.DENY); // another caller holds the permit
