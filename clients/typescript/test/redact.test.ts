@@ -1,0 +1,93 @@
+/**
+ * Redaction gives what mcp-breaker's Python code gives: the shared vectors (the Python
+ * suite's own cases and more), then randomized error texts judged by the Python code.
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, describe, test } from "node:test";
+
+import { ConfigError, redact } from "@mcp-breaker/client";
+
+import { VECTORS } from "./support/paths.js";
+import { PythonOracle, seeded } from "./support/python.js";
+
+interface Vector {
+  text: string;
+  max_chars: number;
+  redacted: string;
+}
+
+const vectors = JSON.parse(readFileSync(join(VECTORS, "redact.json"), "utf8")) as Vector[];
+
+describe("redact", () => {
+  test("gives the shared vectors' answers", () => {
+    assert.ok(vectors.length >= 80);
+    for (const vector of vectors) {
+      assert.equal(
+        redact(vector.text, vector.max_chars),
+        vector.redacted,
+        vector.text.slice(0, 120),
+      );
+    }
+  });
+
+  test("removes the secrets of a failing reconnect and keeps what failed", () => {
+    const text =
+      'reconnect upstream MCP "https://admin:s3cr3t@10.0.0.7:8931/mcp?api_key=k1": Unauthorized';
+    const redacted = redact(text);
+    for (const gone of ["admin", "s3cr3t", "k1"]) assert.ok(!redacted.includes(gone), redacted);
+    assert.ok(redacted.includes("10.0.0.7:8931/mcp") && redacted.includes("Unauthorized"));
+  });
+
+  test("reads a megabyte no further than its scan limit, and caps the result", () => {
+    const redacted = redact("password=" + "s".repeat(1_000_000));
+    assert.ok(Array.from(redacted).length <= 300 && redacted.endsWith("…"));
+  });
+
+  test("refuses a cap below one character", () => {
+    assert.throws(() => redact("x", 0), ConfigError);
+  });
+});
+
+describe("randomized error texts, judged by the Python implementation", () => {
+  const oracle = new PythonOracle();
+  after(() => oracle.close());
+
+  test("any text redacts the same on both sides", async () => {
+    const random = seeded(943);
+    for (let i = 0; i < 600; i++) {
+      const pieces = Math.floor(random() * 14);
+      let text = "";
+      for (let j = 0; j < pieces; j++) text += FRAGMENTS[Math.floor(random() * FRAGMENTS.length)];
+      const maxChars = random() < 0.7 ? 300 : 1 + Math.floor(random() * 120);
+      assert.equal(
+        redact(text, maxChars),
+        await oracle.redact(text, maxChars),
+        JSON.stringify(text),
+      );
+    }
+  });
+});
+
+// Pieces of error texts as tool servers write them, and of what should never pass.
+const FRAGMENTS = [
+  " ", "  ", "\t", "\n", "\u00a0", "\u3000", "\u2028", "\x1c", "\x85", "\ufeff", "\u200b",
+  "upstream MCP session is closed", " (reconnect also failed: ", "Bad Request", ")", ": ",
+  "http://127.0.0.1:8931/mcp", "https://user:pw@db.example.com:5432/app?token=abc#frag",
+  "https://hooks.slack.com/services/T0/B0/XXXXXXXXXXXXXXXX", "ftp://h/x.", "wss://h:1/",
+  "/etc/passwd", "/mcp", "/home/alice/.ssh/id_rsa", "~/secrets", "./run.sh", "..\\up",
+  "C:\\Users\\bob\\key.pem", "\\\\server\\share", "secret/file.txt", "tools/call", "I/O",
+  "alice@example.com", "a.b+c@ex-ample.co.uk", "ünï@exämple.com",
+  "password=", "token: ", "'api_key': ", '"secret" = ', "Cookie: sid=8f7e6d5c4b3a;",
+  "Authorization: Bearer ", "Basic ", "bearer token", "Bearer abc.def.ghi", "HOME=/root",
+  "API_KEY=abc123", "session-id=42", "[REDACTED]", "<path>", "…",
+  "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD", "sk-", "task-scheduler-service",
+  "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "AKIAIOSFODNN7EXAMPLE", "AIza0123456789abcdefghij",
+  "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIn0.sig",
+  "-----BEGIN PRIVATE KEY-----", "MIIEvQIBADANBgkqhkiG9w0", "-----END PRIVATE KEY-----",
+  "0123456789abcdef0123456789abcdef01", "dGhpcyBpcyBhIGxvbmcgYmFzZTY0IHN0cmluZzEy==",
+  "é", "日本語", "\u{1f600}", "\u{1d49c}", "\ud800", "\udfff", "\u202e", "\u2066", "\x00", "\x7f",
+  "ſ", "\u212a", "Ü", "MCP error -32602: Invalid params", "Unknown tool: no_such_tool",
+  '"', "'", ",", ";", "&", ".", "!", "?", "=", "@", "-", "_", "x", "42",
+]; // prettier-ignore

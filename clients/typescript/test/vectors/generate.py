@@ -1,0 +1,172 @@
+"""Test vectors for the TypeScript client, from mcp-breaker's own Python implementation.
+
+    python generate.py            # write fingerprint.json and redact.json beside this file
+    python generate.py --check    # exit 1 when the committed files differ from what it makes
+    python generate.py --oracle   # answer JSON lines on stdin (for the randomized tests)
+
+Run with the repository's venv (``.venv/bin/python``): it imports ``processor`` from the
+checkout two levels up. The TypeScript tests run ``--check`` and ``--oracle`` themselves,
+so the vectors cannot fall out of step with the Python code they come from.
+
+A fingerprint vector gives the arguments as JSON text, written as ``JSON.stringify``
+writes numbers (integers as digits up to 1e21, other numbers in their shortest form):
+the TypeScript side hashes what a JavaScript value sends, and the Python side what it
+reads from that text.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[3]
+sys.path.insert(0, str(REPO))
+
+from processor.classify.fingerprint import (  # noqa: E402
+    arguments_digest,
+    canonical_json,
+    fingerprint,
+    fingerprints,
+)
+from processor.classify.redact import redact  # noqa: E402
+
+SERVERS = ["playwright", "", "sérveur", "a\u0000b"]
+ARGUMENT_TEXTS = [
+    "{}",
+    "[]",
+    "null",
+    "true",
+    '"a string"',
+    '{"url":"https://artifacts.example.test/run/1539078028959944794"}',
+    '{"b":1,"a":2,"c":{"z":[1,2,{"y":null,"x":false}],"a":"A"}}',
+    '{"int":2,"float":2.5,"neg":-0.0,"tiny":1.5e-7,"small":0.0001,"smaller":0.00001}',
+    '{"big":10000000000000000,"huge":1e+21,"bigger":1.2345e+25,"max":1.7976931348623157e+308}',
+    # Not 9007199254740993: past 2**53 a JavaScript number cannot hold it, so no JavaScript
+    # value sends that text.
+    '{"safe":9007199254740991,"unsafe":-9007199254740992,"frac":123456789.123456789}',
+    '{"pi":3.141592653589793,"third":0.3333333333333333,"e":2.718281828459045e-10}',
+    '{"esc":"quote \\" backslash \\\\ slash / nl \\n tab \\t cr \\r bs \\b ff \\f",'
+    '"ctl":"\\u0000\\u001f\\u007f\\u0085"}',
+    '{"unicode":"héllo wörld ✓ 日本語 😀","\\ud83d\\ude00":"emoji key","\\uffff":"bmp top"}',
+    '{"\\ue000":1,"\\ud800\\udc00":2,"a":3,"\\u00e9":4,"Z":5,"":6}',
+    '{"lone":"\\ud800 and \\udfff","\\udbff":"lone key"}',
+    '{"line":"\\u2028\\u2029","bom":"\\ufeff","nbsp":"\\u00a0"}',
+    '[1,[2,[3,[4,[5,[6,[7,[8,[9,[10,[11,[12,[13,[14,[15,[16,[17,[18,[19,[20,[21,[22,[23,'
+    "[24,[25,[26,[27,[28,[29,[30,[31,[32,[33,[34,[35]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+    '{"a":' * 33 + "1" + "}" * 33,
+    '{"a":' * 32 + "1" + "}" * 32,
+    '{"args_hash":"9f2c0b6e"}',
+]
+TOOLS = ["browser_navigate", "playwright__browser_navigate", "ツール"]
+
+MORE_REDACTION_INPUTS = [
+    ("tab\tand\u00a0nbsp\u2003em\u3000ideographic\u2028line\x1cfs\x85nel", 300),
+    ("bom\ufeffkept zero\u200bwidth kept", 300),
+    ("bidi \u202eoverride\u202c and \u2066isolate\u2069", 300),
+    ("controls \x00\x07\x7f\x9f gone", 300),
+    ("lone \ud800 surrogate and pair 😀 kept", 300),
+    ("😀" * 50 + " tail", 20),
+    ("😀" * 10, 5),
+    ("a😀b " * 40, 30),
+    ("𝒜𝒷𝒸 /home/𝒜/file.txt 𝒹𝑒𝒻", 300),
+    ("token=😀😀😀 password:ünïcödé", 300),
+    ("Ünïcode_pässword=sekret Tökén: abc", 300),
+    ("ßtoken=x ſtoken=y Kelvin\u212atoken=z", 300),
+    ("Bearer ſſſ and Bearer \u212aelvin", 300),
+    ("path C:\\Users\\ünï\\key.pem and \\\\server\\share\\x", 300),
+    ("mail ünï@example.com and a.b+c@ex-ample.co.uk.", 300),
+    ("see https://exämple.com/ünï?q=1 and ftp://u:p@h/x#f.", 300),
+    ("id 0123456789abcdef0123456789abcdef0123 and AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", 300),
+    ("sk-" + "A1" * 40, 300),
+    ("x " * 595 + "sk-" + "A1" * 40, 300),
+    ("password: hunter2 and more", 13),
+    ("alpha beta gamma", 11),
+    ("alphabetagamma", 5),
+    ("anything", 1),
+    ("   leading and trailing   ", 300),
+    ("", 300),
+    ("word " * 100, 64),
+    ("API_KEY=abc123 HOME=/root PATH=/usr/bin:/bin", 300),
+    ("'api_key': 'k' \"secret\" = \"s\" session-id=42; cookie: a=b", 300),
+    ("Authorization: Bearer token", 300),
+    ("Authorization: token ghp_abcdefghijklmnopqrstuvwxyz0123456789", 300),
+    ("./relative ../up ~/home .\\win ..\\winup", 300),
+    ("-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjE -----END OPENSSH PRIVATE KEY-----", 300),
+]
+
+
+def redaction_inputs() -> list[tuple[str, int]]:
+    """The Python suite's own cases, then more that a port to another language may miss."""
+    from tests.test_redact import EXACT, GONE_AND_KEPT
+
+    cases = [(case[1], 300) for case in EXACT] + [(case[1], 300) for case in GONE_AND_KEPT]
+    return cases + MORE_REDACTION_INPUTS
+
+
+def fingerprint_vector(server: str, tool: str, arguments_json: str) -> dict[str, Any]:
+    arguments = json.loads(arguments_json)
+    return {
+        "server": server,
+        "tool": tool,
+        "arguments_json": arguments_json,
+        "canonical_json": canonical_json(arguments),
+        "fingerprint": fingerprint(server or None, tool, arguments),
+        "arguments_digest": arguments_digest(arguments),
+        "fingerprints": list(fingerprints(server or None, tool, arguments)),
+    }
+
+
+def vectors() -> dict[str, list[dict[str, Any]]]:
+    prints = [
+        fingerprint_vector(server, tool, text)
+        for text in ARGUMENT_TEXTS
+        for server, tool in zip(SERVERS * len(TOOLS), TOOLS * len(SERVERS), strict=True)
+    ]
+    redactions = [
+        {"text": text, "max_chars": max_chars, "redacted": redact(text, max_chars=max_chars)}
+        for text, max_chars in redaction_inputs()
+    ]
+    return {"fingerprint.json": prints, "redact.json": redactions}
+
+
+def encoded(items: list[dict[str, Any]]) -> str:
+    # ASCII with \u escapes: lone surrogates survive, and JSON.parse reads them back as such.
+    return json.dumps(items, indent=1, ensure_ascii=True) + "\n"
+
+
+def oracle() -> None:
+    """One JSON request a line in, one JSON answer a line out."""
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request["kind"] == "fingerprint":
+            answer = fingerprint_vector(request["server"], request["tool"], request["arguments_json"])
+        else:
+            answer = {"redacted": redact(request["text"], max_chars=request["max_chars"])}
+        sys.stdout.write(json.dumps(answer, ensure_ascii=True) + "\n")
+        sys.stdout.flush()
+
+
+def main() -> int:
+    if "--oracle" in sys.argv:
+        oracle()
+        return 0
+    stale = []
+    for name, items in vectors().items():
+        path = HERE / name
+        text = encoded(items)
+        if "--check" in sys.argv:
+            if not path.exists() or path.read_text(encoding="ascii") != text:
+                stale.append(name)
+        else:
+            path.write_text(text, encoding="ascii")
+    if stale:
+        print(f"stale: {', '.join(stale)}; run {Path(__file__).name} to write them again")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
