@@ -326,3 +326,17 @@ def test_error_texts_are_redacted_before_the_span_leaves_the_harness(
         texts.append(span.status.description or "")
         assert not any("hunter2" in t or "sk-live" in t for t in texts), texts
         assert "git.example.test" in str(span.attributes["mcp.tool.error"])  # the host stays
+
+
+def test_arguments_nested_deeper_than_json_can_walk_are_still_identified() -> None:
+    """Found by the TypeScript client's randomized vectors: 5,000 levels of nesting made
+    json.dumps raise RecursionError out of the harness's call; the canonical form bounds
+    the depth, so the call gets a digest and a fingerprint like any other."""
+    from processor.client.calls import call_fingerprints, recorded_arguments
+
+    deep: object = "leaf"
+    for _ in range(5_000):
+        deep = [deep]
+    arguments = {"q": deep}
+    assert set(recorded_arguments(arguments)) == {"mcp.tool.args_hash"}
+    assert len(call_fingerprints("web", "search", arguments)) == 2

@@ -36,6 +36,8 @@ def _is_json(arguments: Any) -> bool:
         json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError):
         return False  # not JSON: no fingerprint on either side, rather than a made-up one
+    except RecursionError:
+        return True  # deeper than json can walk, but JSON: canonical_json bounds the depth
     return True
 
 
