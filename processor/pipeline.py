@@ -25,6 +25,7 @@ from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.roster import RosterFinding, RosterHealth
 from processor.engines.turns import NS_PER_S
 from processor.enrich import annotate, annotate_listing, annotate_undecided
+from processor.sender import UNKNOWN_SENDER, Sender
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class Pipeline:
         self._sinks = tuple(sinks)
         self._clock = clock
 
-    def __call__(self, request: ExportTraceServiceRequest) -> None:
+    def __call__(self, request: ExportTraceServiceRequest, sender: Sender = UNKNOWN_SENDER) -> None:
         events = self.classifier.classify(request, self._clock())
         # In span time within the request: the order spans sit in a request decides nothing.
         events.sort(key=_start_ns)

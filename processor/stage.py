@@ -21,6 +21,7 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from processor.errors import InvalidRequest
+from processor.sender import UNKNOWN_SENDER, Sender
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,8 @@ MCP_MARKERS: tuple[bytes, ...] = (b"mcp", b"tools/")
 TRACE_ID_BYTES = 16
 SPAN_ID_BYTES = 8
 
-SpanHook = Callable[[ExportTraceServiceRequest], None]
-"""A later stage: reads the parsed request and may annotate its spans in place."""
+SpanHook = Callable[[ExportTraceServiceRequest, Sender], None]
+"""A later stage: reads the parsed request (and who sent it), may annotate its spans."""
 
 
 class StagePath(enum.Enum):
@@ -52,6 +53,7 @@ class Prepared:
     rejected_spans: int  # spans dropped from the request, reported as partial success
     rejection_message: str
     path: StagePath
+    sender: Sender = UNKNOWN_SENDER
 
 
 def _build_shallow_request() -> type[Message]:
@@ -198,18 +200,21 @@ class Stage:
         self._markers = tuple(markers)
         self._on_hook_error = on_hook_error
 
-    def from_protobuf(self, payload: bytes) -> Prepared:
+    def from_protobuf(self, payload: bytes, sender: Sender = UNKNOWN_SENDER) -> Prepared:
         """The gRPC and protobuf-over-HTTP entry: bytes in, bytes out; raises InvalidRequest."""
         if not may_hold_mcp(payload, self._markers):
-            return Prepared(payload, count_spans_shallow(payload), 0, "", StagePath.PASSTHROUGH)
-        return self.from_request(decode_request(payload))
+            count = count_spans_shallow(payload)
+            return Prepared(payload, count, 0, "", StagePath.PASSTHROUGH, sender)
+        return self.from_request(decode_request(payload), sender)
 
-    def from_request(self, request: ExportTraceServiceRequest) -> Prepared:
+    def from_request(
+        self, request: ExportTraceServiceRequest, sender: Sender = UNKNOWN_SENDER
+    ) -> Prepared:
         """The entry for requests already decoded (OTLP/JSON, and the MCP-bearing path)."""
         rejected = reject_invalid_spans(request)
         for hook in self._hooks:
             try:
-                hook(request)
+                hook(request, sender)
             except Exception:  # a bug in analysis must not cost the sender its spans
                 self._on_hook_error()
                 log.exception("span analysis failed; forwarding the request as it is")
@@ -221,5 +226,5 @@ class Stage:
             else ""
         )
         return Prepared(
-            request.SerializeToString(), span_count, rejected, message, StagePath.PARSED
+            request.SerializeToString(), span_count, rejected, message, StagePath.PARSED, sender
         )

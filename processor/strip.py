@@ -26,6 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.dialects import may_be_mcp
+from processor.sender import Sender
 from processor.stage import SpanHook
 
 
@@ -59,9 +60,9 @@ class StripAfter:
         self._found = found
         self.keys = frozenset(keys)
 
-    def __call__(self, request: ExportTraceServiceRequest) -> None:
+    def __call__(self, request: ExportTraceServiceRequest, sender: Sender) -> None:
         try:
-            self._analyse(request)
+            self._analyse(request, sender)
             spans = list(self._found())
         except Exception:
             strip_spans(mcp_named_spans(request), self.keys)

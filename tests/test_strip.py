@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from processor.sender import Sender
 from processor.stage import Stage
 from processor.strip import StripAfter
 from tests.sdk import RESOURCE, export_grpc
@@ -57,8 +58,8 @@ class TestTheHook:
         )
         call, semconv, other = spans_of(request)
         analysed: list[ExportTraceServiceRequest] = []
-        hook = StripAfter(analysed.append, lambda: [call, semconv], KEYS)
-        hook(request)
+        hook = StripAfter(lambda r, _: analysed.append(r), lambda: [call, semconv], KEYS)
+        hook(request, Sender())
         assert analysed == [request]  # the analysis ran first, on the whole request
         assert attributes(call) == attributes(semconv) == {"keep": "x"}
         assert attributes(other) == PAYLOAD
@@ -66,7 +67,7 @@ class TestTheHook:
     def test_when_the_analysis_fails_every_mcp_named_span_is_stripped(self) -> None:
         """A privacy setting must not depend on the analysis working."""
 
-        def broken(request: ExportTraceServiceRequest) -> None:
+        def broken(request: ExportTraceServiceRequest, sender: Sender) -> None:
             raise RuntimeError("a bug in classification")
 
         request = request_with(

@@ -16,6 +16,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from processor.errors import InvalidRequest
 from processor.otlp import SERVICE_NAME, STATUS_DETAILS_KEY
 from processor.receive.intake import Intake, IntakeOutcome, Transport
+from processor.sender import Sender
 
 
 def _status_metadata(code: int, message: str, detail: Message) -> tuple[tuple[str, bytes], ...]:
@@ -43,7 +44,8 @@ def bad_request_metadata(message: str) -> tuple[tuple[str, bytes], ...]:
 def trace_service_handler(intake: Intake) -> grpc.GenericRpcHandler:
     async def export(payload: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            result = intake.accept_protobuf(payload, Transport.GRPC)
+            sender = Sender(peer=str(context.peer() or ""))
+            result = intake.accept_protobuf(payload, Transport.GRPC, sender)
         except InvalidRequest as error:
             intake.count_invalid(Transport.GRPC)
             await context.abort(

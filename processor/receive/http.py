@@ -18,6 +18,7 @@ from processor.errors import InvalidRequest, RequestTooLarge
 from processor.otlp import JSON, PROTOBUF, TRACES_PATH
 from processor.receive.codec import gunzip_capped, message_to_json, request_from_json
 from processor.receive.intake import Intake, IntakeOutcome, Transport
+from processor.sender import Sender
 
 
 def _reply(message: Message, status: int, content_type: str, **headers: str) -> web.Response:
@@ -58,10 +59,11 @@ def make_app(intake: Intake, max_body_bytes: int) -> web.Application:
             body = await request.read()
             if encoding == "gzip":
                 body = gunzip_capped(body, max_body_bytes)
+            sender = Sender(peer=request.remote or "")
             if content_type == JSON:
-                result = intake.accept_request(request_from_json(body), Transport.HTTP)
+                result = intake.accept_request(request_from_json(body), Transport.HTTP, sender)
             else:
-                result = intake.accept_protobuf(body, Transport.HTTP)
+                result = intake.accept_protobuf(body, Transport.HTTP, sender)
         except (RequestTooLarge, web.HTTPRequestEntityTooLarge):
             intake.count_invalid(Transport.HTTP)
             return _status(

@@ -15,6 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from processor.forward.queue import Admission, Downstream
+from processor.sender import UNKNOWN_SENDER, Sender
 from processor.stage import Prepared, Stage
 from processor.telemetry.metrics import SelfMetrics
 
@@ -42,14 +43,19 @@ class Intake:
         self._downstream = downstream
         self._metrics = metrics
 
-    def accept_protobuf(self, payload: bytes, transport: Transport) -> IntakeResult:
+    def accept_protobuf(
+        self, payload: bytes, transport: Transport, sender: Sender = UNKNOWN_SENDER
+    ) -> IntakeResult:
         """Raises InvalidRequest for undecodable input; the transport counts it."""
-        return self._admit(self._stage.from_protobuf(payload), transport)
+        return self._admit(self._stage.from_protobuf(payload, sender), transport)
 
     def accept_request(
-        self, request: ExportTraceServiceRequest, transport: Transport
+        self,
+        request: ExportTraceServiceRequest,
+        transport: Transport,
+        sender: Sender = UNKNOWN_SENDER,
     ) -> IntakeResult:
-        return self._admit(self._stage.from_request(request), transport)
+        return self._admit(self._stage.from_request(request, sender), transport)
 
     def count_invalid(self, transport: Transport) -> None:
         """For requests turned away as undecodable or over a limit."""
