@@ -147,6 +147,8 @@ def _print_config(config: ServiceConfig) -> None:
     }
     advisories["admin_tokens"] = ["<redacted>"] * len(config.advisories.admin_tokens)
     plain["forward"]["headers"] = {name: "<redacted>" for name in config.forward.headers}
+    if config.state.redis.password:
+        plain["state"]["redis"]["password"] = "<redacted>"
     print(yaml.safe_dump(plain, sort_keys=False), end="")
 
 

@@ -5,8 +5,9 @@ return values, not exceptions. What is left is misuse and bad input::
 
     BreakerError
      ├── ConfigError          start-up configuration is invalid (lists every problem)
- ├── StartupError         a listener cannot bind, a file cannot be read
- ├── IllegalTransition    a state machine asked for a move its table forbids (a bug)
+     ├── StartupError         a listener cannot bind, a file cannot be read
+     ├── IllegalTransition    a state machine asked for a move its table forbids (a bug)
+     ├── BadEvent             an event in the shared stream cannot be read (skipped, counted)
      └── InvalidRequest       an OTLP request cannot be decoded (client's fault)
           └── RequestTooLarge over a size limit, before or after decompression
 """
@@ -49,3 +50,8 @@ class IllegalTransition(BreakerError):
         self.source = source
         self.target = target
         super().__init__(f"{machine}: illegal transition from {source} to {target}")
+
+
+class BadEvent(BreakerError):
+    """An event read from the shared state's stream cannot be decoded (another version,
+    or not ours): it is skipped and counted, never applied half-read."""

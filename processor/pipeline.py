@@ -33,6 +33,11 @@ Finding = Event | CallDecision | RosterFinding
 Sink = Callable[[Finding], None]
 
 
+Share = Callable[[Event, "CallDecision | RosterFinding"], None]
+"""Hands an event this process's engines consumed, and what they made of it, to the
+shared state (``processor/state/``), which replicates the event to the other replicas."""
+
+
 class Pipeline:
     def __init__(
         self,
@@ -40,13 +45,17 @@ class Pipeline:
         breaker: Breaker,
         sinks: Sequence[Sink] = (),
         roster: RosterHealth | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
+        share: Share | None = None,
     ) -> None:
+        """``clock``: the arrival clock, in wall-clock seconds, so that arrival times mean
+        the same on every replica (the reorder window compares them)."""
         self.classifier = classifier
         self.breaker = breaker
         self.roster = roster if roster is not None else RosterHealth()
         self._sinks = tuple(sinks)
         self._clock = clock
+        self.share = share
 
     def __call__(self, request: ExportTraceServiceRequest, sender: Sender = UNKNOWN_SENDER) -> None:
         events = self.classifier.classify(request, self._clock())
@@ -62,34 +71,46 @@ class Pipeline:
     def flush(self) -> None:
         self._publish(self.classifier.flush(), annotate_spans=False)
 
+    def apply(self, event: Event) -> CallDecision | RosterFinding:
+        """What the engines make of an event: a call's decision or a listing's finding.
+        Also how another replica's events reach this one's engines (no span to annotate,
+        no sink: they are counted where they were received)."""
+        if isinstance(event, ToolListing):
+            return self._roster_finding(event)
+        decision = self.breaker.observe(event)
+        if event.failure_class is FailureClass.UNKNOWN_TOOL and self.roster.offered_in_turn(
+            event.turn, event.tool, event.end_ns / NS_PER_S
+        ):
+            decision = replace(decision, stale_roster=True)
+        return decision
+
     def _publish(self, events: list[Event], *, annotate_spans: bool) -> None:
         for event in events:
             self._emit(event)
-            if isinstance(event, ToolListing):
-                self._listing(event, annotate_spans)
+            finding = self.apply(event)
+            if self.share is not None:
+                self.share(event, finding)
+            if isinstance(finding, RosterFinding):
+                self._listing(finding, annotate_spans)
                 continue
-            decision = self.breaker.observe(event)
-            if event.failure_class is FailureClass.UNKNOWN_TOOL and self.roster.offered_in_turn(
-                event.turn, event.tool, event.end_ns / NS_PER_S
-            ):
-                decision = replace(decision, stale_roster=True)
             if annotate_spans:
-                annotate(self.classifier.spans, decision)
-            self._log(decision)
-            self._emit(decision)
-            for revised in decision.revised:  # their spans have gone on: counted, not written
+                annotate(self.classifier.spans, finding)
+            self._log(finding)
+            self._emit(finding)
+            for revised in finding.revised:  # their spans have gone on: counted, not written
                 self._log(revised)
                 self._emit(revised)
 
-    def _listing(self, listing: ToolListing, annotate_spans: bool) -> None:
+    def _roster_finding(self, listing: ToolListing) -> RosterFinding:
         finding = self.roster.observe(listing)
         stale = tuple(
             tool
             for tool in listing.offered_tools or ()
             if self.breaker.blocking(listing.server, tool, listing.tenant)
         )
-        if stale:
-            finding = replace(finding, stale_tools=stale)
+        return replace(finding, stale_tools=stale) if stale else finding
+
+    def _listing(self, finding: RosterFinding, annotate_spans: bool) -> None:
         if annotate_spans:
             annotate_listing(self.classifier.spans, finding)
         if finding.collapse is not None:

@@ -29,7 +29,7 @@ from processor.advisories.auth import server_credentials
 from processor.advisories.service import AdvisoriesServicer, AdvisoryService
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.classify.classifier import Classifier
-from processor.config import ServiceConfig, split_endpoint
+from processor.config import Backend, ServiceConfig, split_endpoint
 from processor.engines.breaker import Breaker
 from processor.engines.roster import RosterHealth
 from processor.errors import StartupError
@@ -41,11 +41,14 @@ from processor.receive import grpc as grpc_receiver
 from processor.receive import http as http_receiver
 from processor.receive.intake import Intake
 from processor.stage import SpanHook, Stage
+from processor.state.replica import SharedState
+from processor.state.store import Store, client_for
 from processor.strip import StripAfter
 from processor.telemetry import http as telemetry_http
 from processor.telemetry.advisories import AdvisoryCollector
 from processor.telemetry.findings import FindingMetrics
 from processor.telemetry.metrics import QueueCollector, SelfMetrics
+from processor.telemetry.state import SharedStateCollector
 
 log = logging.getLogger(__name__)
 
@@ -143,13 +146,26 @@ class Service:
             if config.advisories.enabled
             else None
         )
+        shared = config.state.backend is Backend.REDIS
         consumers: list[Sink] = [self.finding_metrics]
         if self.advisories is not None:
-            consumers.append(self.advisories)
+            if not shared:  # shared: the advisories hear of every event from the stream
+                consumers.append(self.advisories)
             self.registry.register(AdvisoryCollector(self.advisories))
         self.pipeline = Pipeline(
             classifier, self.breaker, (*consumers, *event_sinks), RosterHealth(config.roster)
         )
+        self.shared: SharedState | None = None
+        if shared:
+            redis = config.state.redis
+            store = Store(client_for(redis), redis.key_prefix)
+            self.shared = SharedState(redis, store, self.pipeline, self.advisories)
+            self.pipeline.share = self.shared.share
+            if self.advisories is not None:
+                self.advisories.shared_probes = store.probe
+                self.advisories.operator = self.shared.operate
+                self.advisories.shared_state = self.shared.describe
+            self.registry.register(SharedStateCollector(self.shared.stats))
         # Payload attributes go once the pipeline has read them (and even if it failed).
         analyse: SpanHook = self.pipeline
         if config.forward.strip_attributes:
@@ -177,6 +193,9 @@ class Service:
 
     async def start(self) -> None:
         config = self.config
+        if self.shared is not None:
+            # Replayed before intake opens and /readyz says yes: a restart forgets nothing.
+            await self.shared.start()
         downstream: Downstream
         if config.forward.endpoint:
             sender = self._sender or make_sender(config.forward)
@@ -251,7 +270,8 @@ class Service:
         while True:
             await asyncio.sleep(interval)
             self.pipeline.tick()
-            if self.advisories is not None:
+            # Shared state: expiry runs at the stream's ticks, on every replica alike.
+            if self.advisories is not None and self.shared is None:
                 self.advisories.expire()
 
     def _log_started(self) -> None:
@@ -299,6 +319,8 @@ class Service:
     async def readiness(self) -> tuple[bool, str]:
         if not self._started:
             return False, "receivers are not listening yet"
+        if self.shared is not None and not self.shared.ready:
+            return False, "replaying the shared state"
         if self.forwarder is not None:
             timeout = self.config.telemetry.ready_probe_timeout_s
             if not await self.forwarder.reachable(timeout):
@@ -318,6 +340,8 @@ class Service:
         if self._ticker is not None:
             self._ticker.cancel()
             self.pipeline.flush()
+        if self.shared is not None:
+            await self.shared.stop()  # after the flush: its events are shared too
         report = None
         if self.forwarder is not None:
             grace = self.config.forward.shutdown_grace_s

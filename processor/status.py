@@ -128,4 +128,6 @@ def status(
     text = render(response.advisories, time.time())
     if response.not_shown:
         text += f"{response.not_shown} more not shown (the least severe).\n"
+    if response.shared_state and response.shared_state != "memory":
+        text += f"Shared state: {response.shared_state}.\n"
     return text

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from processor.config import (
     Compression,
@@ -341,9 +342,56 @@ def test_every_yaml_example_in_the_docs_is_a_valid_configuration(tmp_path: Path)
     ]
     assert len(blocks) >= 2, blocks
     for name, block in blocks:
+        if block.startswith("# otelcol:"):  # the Collector's configuration, not ours
+            assert isinstance(yaml.safe_load(block), dict), f"docs/{name}: not YAML"
+            continue
         path = tmp_path / "example.yaml"
         path.write_text(block)
         try:
             load_config(path=path)
         except ConfigError as error:
             pytest.fail(f"docs/{name}: a YAML example is not valid: {error.problems}")
+
+
+class TestSharedState:
+    """state.*: the Redis every replica shares, validated before anything starts."""
+
+    def test_the_default_is_this_process_alone(self) -> None:
+        assert load_config().state.backend.value == "memory"
+
+    @pytest.mark.parametrize(
+        ("override", "problem"),
+        [
+            ("state.redis.url=ftp://cache:6379", "must start with redis://, rediss:// or unix://"),
+            ("state.redis.url=redis://user:hunter2@cache:6379/0", "must not hold a password"),
+            ("state.redis.ca_file=/ca.pem", "only for a rediss:// (TLS) url"),
+            ("state.redis.timeout_s=0", "state.redis.timeout_s: must be positive"),
+            ("state.redis.key_prefix=two words", "state.redis.key_prefix: must be a word"),
+        ],
+    )
+    def test_a_bad_redis_setting_is_named(self, override: str, problem: str) -> None:
+        (found,) = problems_of(overrides=["state.backend=redis", override])
+        assert problem in found
+        assert "hunter2" not in found  # a password in the url is never quoted back
+
+    def test_the_password_is_a_secret(self, capsys: pytest.CaptureFixture[str]) -> None:
+        from processor.cli import main
+
+        env = {"MCP_BREAKER_STATE_REDIS_PASSWORD": "hunter2"}
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in env.items():
+                patch.setenv(key, value)
+            assert main(["print-config", "--set", "state.backend=redis"]) == 0
+        printed = capsys.readouterr().out
+        assert "hunter2" not in printed and "password: <redacted>" in printed
+        assert load_config(environ=env).state.redis.password == "hunter2"
+
+    def test_password_and_password_file_go_one_at_a_time(self) -> None:
+        (found,) = problems_of(
+            overrides=[
+                "state.backend=redis",
+                "state.redis.password=p",
+                "state.redis.password_file=/run/secrets/redis",
+            ]
+        )
+        assert "one at a time" in found and "p," not in found

@@ -272,7 +272,7 @@ def test_jitter_keeps_each_open_period_within_plus_or_minus_open_jitter(
     """A period d is drawn from [d(1-j), d(1+j)); d is capped at open_max_s first."""
     machine = machine_for(draw, open_base_s=300.0, open_max_s=3600.0, open_jitter=0.1)
     nominal = min(300.0 * 2.0 ** (opened_count - 1), 3600.0)
-    period = machine.open_period_s(opened_count)
+    period = machine.open_period_s(opened_count, draw)
     assert nominal * 0.9 <= period < nominal * 1.1
     assert period == pytest.approx(nominal * (0.9 + 0.2 * draw))
 
@@ -289,7 +289,7 @@ def test_no_open_period_leaves_its_jitter_band(
     """Whatever the draw and the exponent, the period stays within the capped band."""
     machine = machine_for(draw, open_base_s=300.0, open_max_s=3600.0, open_jitter=jitter)
     nominal = min(300.0 * 2.0 ** (opened_count - 1), 3600.0)
-    period = machine.open_period_s(opened_count)
+    period = machine.open_period_s(opened_count, draw)
     assert nominal * (1 - jitter) - 1e-9 <= period <= nominal * (1 + jitter) + 1e-9
 
 
@@ -678,3 +678,25 @@ def test_the_circuit_keeps_its_invariants_under_any_sequence_of_events() -> None
             database=None,
         ),
     )
+
+
+def test_the_default_jitter_is_the_same_wherever_the_same_events_are_applied() -> None:
+    """Replicas apply the same events: their circuits must open for the same time. The
+    default jitter comes from the circuit, how many times it opened and when, so two
+    machines agree, and two circuits opened at the same instant still spread out."""
+    from processor.engines.circuit import jitter_of
+
+    config = replace(STATEFUL_CONFIG, consecutive_failures=1)
+    other = CircuitKey(Scope.SERVER, "elsewhere")
+    circuits = [Circuit(KEY), Circuit(KEY), Circuit(other)]
+    for machine, circuit in zip(
+        [CircuitMachine(config), CircuitMachine(config), CircuitMachine(config)],
+        circuits,
+        strict=True,
+    ):
+        machine.record(circuit, True, T0, failure_at(T0))
+    first, twin, elsewhere = (c.open_until_s for c in circuits)
+    assert first == twin
+    assert first != elsewhere
+    draws = {jitter_of(KEY, n, T0 + n) for n in range(1, 200)}
+    assert len(draws) == 199 and all(0 <= d < 1 for d in draws)

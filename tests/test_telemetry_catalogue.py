@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from processor.config import ServiceConfig
+from processor.config import Backend, ServiceConfig, StateConfig
 from processor.server import Service
-from processor.telemetry.catalogue import CATALOGUE, Kind, MetricSpec
+from processor.telemetry.catalogue import CATALOGUE, SHARED, Kind, MetricSpec
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
 SNAKE = re.compile(r"^mcp_breaker_[a-z][a-z0-9_]*[a-z0-9]$")
@@ -49,11 +49,17 @@ def test_names_are_unique() -> None:
 
 def test_the_scrape_holds_exactly_the_catalogue() -> None:
     """Every family a running service exposes is catalogued, and every catalogued family
-    is exposed (the queue gauges once a next hop is configured)."""
+    is exposed (the queue gauges once a next hop is configured; the shared state's with
+    the redis backend)."""
     registry = CollectorRegistry()
     Service(ServiceConfig(), registry=registry)
     exposed = {family.name for family in registry.collect()}
     declared = {spec.full_name for spec in CATALOGUE}
     queue_gauges = {s.full_name for s in CATALOGUE if s.name.startswith("exporter_queue")}
     queue_gauges.add("mcp_breaker_exporter_in_flight_requests")
-    assert exposed == declared - queue_gauges
+    shared = {spec.full_name for spec in SHARED}
+    assert exposed == declared - queue_gauges - shared
+
+    registry = CollectorRegistry()
+    Service(ServiceConfig(state=StateConfig(backend=Backend.REDIS)), registry=registry)
+    assert shared <= {family.name for family in registry.collect()}

@@ -17,8 +17,8 @@ from processor.advisories.service import MAX_NAME_CHARS, AdvisoryService, text_a
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.engines.breaker import NO_SERVER
-from processor.engines.circuit import CircuitKey, Scope, State, Transition
-from processor.errors import IllegalTransition
+from processor.engines.circuit import CircuitKey, Scope, State
+from processor.state.events import Force, Release
 
 log = logging.getLogger(__name__)
 
@@ -56,18 +56,15 @@ class AdminServicer(pb_grpc.AdminServicer):
         key = _key(request.server, request.tool, request.tenant)
         target = State.FORCED_OPEN if request.open else State.FORCED_CLOSED
         now = service.clock()
-        breaker = service.hub.breaker
-        moves: list[Transition] = []
-        try:
-            moves.append(
-                breaker.force(key, target, now + request.duration_seconds, request.reason, now)
-            )
-        except IllegalTransition:  # already forced the same way: renew it
-            released = breaker.release(key, "renewed by an operator", now)
-            moves += [released] if released is not None else []
-            moves.append(
-                breaker.force(key, target, now + request.duration_seconds, request.reason, now)
-            )
+        event = Force(
+            key=key,
+            target=target,
+            until_s=now + request.duration_seconds,
+            reason=request.reason,
+            at_s=now,
+        )
+        # Applied here, or, with replicas, at every one through the shared stream.
+        moves = await service.operator(event)
         service.on_operator(moves)
         log.warning(
             "admin: %s forced %s %r %s for %.0fs (tenant %r): %s",
@@ -81,7 +78,6 @@ class AdminServicer(pb_grpc.AdminServicer):
         )
         advisory = service.hub.circuit_advisory(key, reason=request.reason, now_s=now)
         assert advisory is not None
-        service.broadcaster.send(service.hub.publish([advisory], now), service.stats)
         return pb.ForceCircuitResponse(advisory=convert.to_wire(advisory))
 
     async def ReleaseCircuit(
@@ -94,15 +90,14 @@ class AdminServicer(pb_grpc.AdminServicer):
         key = _key(request.server, request.tool, request.tenant)
         now = service.clock()
         reason = request.reason[:MAX_NAME_CHARS] or "released by an operator"
-        transition = service.hub.breaker.release(key, reason, now)
-        if transition is None:
+        if service.hub.breaker.circuits.peek(key) is None:
+            return pb.ReleaseCircuitResponse(released=False)  # creates nothing
+        moves = await service.operator(Release(key=key, reason=reason, at_s=now))
+        if not moves:
             return pb.ReleaseCircuitResponse(released=False)
-        service.on_operator([transition])
+        service.on_operator(moves)
         peer = context.peer()
         log.warning("admin: %s released %s %r: %s", peer, key.scope.value, key.name, reason)
-        advisory = service.hub.circuit_advisory(key, reason=reason, now_s=now)
-        if advisory is not None:
-            service.broadcaster.send(service.hub.publish([advisory], now), service.stats)
         return pb.ReleaseCircuitResponse(released=True)
 
 

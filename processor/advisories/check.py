@@ -38,6 +38,14 @@ class CheckResult:
 ALLOWED = CheckResult(Verdict.ALLOW)
 
 
+@dataclass(frozen=True, slots=True)
+class HalfOpen:
+    """The call may go as a probe, if it gets a permit on each of these circuits:
+    (circuit, the end of the open period its half-open period follows)."""
+
+    circuits: tuple[tuple[CircuitKey, float], ...]
+
+
 @dataclass(slots=True)
 class _Leases:
     """The probe permits held on one circuit, for the half-open period that follows the
@@ -67,13 +75,38 @@ class Checker:
         fingerprints: Sequence[str],
         now_s: float,
     ) -> CheckResult:
+        """The answer, with probe permits held here (one process)."""
+        assessed = self.assess(
+            tenant=tenant,
+            turn=turn,
+            server=server,
+            tool=tool,
+            fingerprints=fingerprints,
+            now_s=now_s,
+        )
+        if isinstance(assessed, CheckResult):
+            return assessed
+        return self.grant_here(assessed, now_s)
+
+    def assess(
+        self,
+        *,
+        tenant: str,
+        turn: str,
+        server: str,
+        tool: str,
+        fingerprints: Sequence[str],
+        now_s: float,
+    ) -> CheckResult | HalfOpen:
+        """The answer, or the half-open circuits a permit is wanted on (``grant_here``, or
+        the shared arbiter of several replicas, hands it out)."""
         turn_block = self.hub.blocking_for(tenant, turn, server, tool, fingerprints)
         if turn_block is not None:
             return CheckResult(Verdict.DENY if turn_block.enforced else Verdict.ALLOW, turn_block)
         keys = [CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}", tenant)]
         if server:
             keys.insert(0, CircuitKey(Scope.SERVER, server, tenant))
-        half_open: list[tuple[CircuitKey, _Leases]] = []
+        half_open: list[tuple[CircuitKey, float]] = []
         for key in keys:
             circuit = self.breaker.circuits.peek(key)
             if circuit is None:
@@ -85,20 +118,48 @@ class Checker:
                 advisory = self._advisory(key, state, now_s)
                 return CheckResult(self._refusal(advisory), advisory)
             if state is State.HALF_OPEN:
-                half_open.append((key, self._held(key, circuit.open_until_s, now_s)))
-        # A permit is taken only when the call may go: every half-open circuit it touches
-        # has one free (a caller denied by another circuit holds none).
-        for key, leases in half_open:
-            if len(leases.held) >= self._permits:
-                return self._wait(key, leases, now_s)
+                half_open.append((key, circuit.open_until_s))
         if not half_open:
             return ALLOWED
+        return HalfOpen(tuple(half_open))
+
+    def grant_here(self, wanted: HalfOpen, now_s: float) -> CheckResult:
+        # A permit is taken only when the call may go: every half-open circuit it touches
+        # has one free (a caller denied by another circuit holds none).
+        held = [(key, self._held(key, period, now_s)) for key, period in wanted.circuits]
+        for key, leases in held:
+            if len(leases.held) >= self._permits:
+                retry = max(0.0, min(leases.held.values()) - now_s)
+                return self.waiting(wanted, now_s, key=key, retry_after_s=retry)
         permit = next(self._ids)
-        for _, leases in half_open:
+        for _, leases in held:
             leases.held[permit] = now_s + self._lease_s
-        return CheckResult(
-            Verdict.PROBE, self._advisory(half_open[0][0], State.HALF_OPEN, now_s), permit
-        )
+        return self.granted(wanted, permit, now_s)
+
+    def granted(self, wanted: HalfOpen, permit: int, now_s: float) -> CheckResult:
+        first = wanted.circuits[0][0]
+        return CheckResult(Verdict.PROBE, self._advisory(first, State.HALF_OPEN, now_s), permit)
+
+    def waiting(
+        self,
+        wanted: HalfOpen,
+        now_s: float,
+        *,
+        key: CircuitKey | None = None,
+        retry_after_s: float | None = None,
+    ) -> CheckResult:
+        """Every permit is taken: another call is testing the circuit now."""
+        key = key or wanted.circuits[0][0]
+        advisory = self._advisory(key, State.HALF_OPEN, now_s)
+        if advisory is not None:
+            what = f"`{advisory.tool}`" if advisory.tool else f"MCP server `{advisory.server}`"
+            advisory = replace(
+                advisory,
+                message=f"{what} is recovering from failures and another call is testing it "
+                f"now. Do not call it again this turn; answer what you can without it.",
+                retry_after_s=self._lease_s if retry_after_s is None else retry_after_s,
+            )
+        return CheckResult(self._refusal(advisory), advisory)
 
     def _held(self, key: CircuitKey, period: float, now_s: float) -> _Leases:
         leases = self._leases.setdefault(key, lambda: _Leases(period))
@@ -109,18 +170,6 @@ class Checker:
             if expiry <= now_s:
                 del leases.held[permit]  # an unanswered probe gives its permit back
         return leases
-
-    def _wait(self, key: CircuitKey, leases: _Leases, now_s: float) -> CheckResult:
-        advisory = self._advisory(key, State.HALF_OPEN, now_s)
-        if advisory is not None:
-            what = f"`{advisory.tool}`" if advisory.tool else f"MCP server `{advisory.server}`"
-            advisory = replace(
-                advisory,
-                message=f"{what} is recovering from failures and another call is testing it "
-                f"now. Do not call it again this turn; answer what you can without it.",
-                retry_after_s=max(0.0, min(leases.held.values()) - now_s),
-            )
-        return CheckResult(self._refusal(advisory), advisory)
 
     @staticmethod
     def _refusal(advisory: Advisory | None) -> Verdict:

@@ -33,6 +33,18 @@ from processor.engines.circuit import CircuitKey, Scope, State, Transition
 from processor.engines.roster import RosterFinding
 
 Change = tuple[int, Advisory]  # (sequence number, the advisory as it now stands)
+# With shared state, the changes an event of the shared stream makes are numbered from its
+# position: position << CHANGE_BITS, plus one for each change. Every replica numbers them
+# alike, so a subscriber can resume at another replica.
+CHANGE_BITS = 20
+_MAX_CHANGES_PER_EVENT = (1 << CHANGE_BITS) - 1
+
+
+def position_seq(position: int) -> int:
+    """The sequence number just before the changes of the shared event at ``position``."""
+    return position << CHANGE_BITS
+
+
 _RULE = {Scope.SERVER: Rule.SERVER, Scope.TOOL: Rule.TOOL}
 _FORCED = (State.FORCED_OPEN, State.FORCED_CLOSED)
 
@@ -61,13 +73,32 @@ class AdvisoryHub:
         self.epoch = epoch or secrets.token_hex(8)
         self.seq = 0
         self._current: OrderedDict[str, Advisory] = OrderedDict()
-        self._log: deque[Change] = deque(maxlen=config.replay_changes)
+        self._log: deque[Change] = deque()
+        self._floor = 0  # changes numbered up to this one may be gone from the log
+        self._base: int | None = None  # numbering from a shared position (see ``at``)
+        self._in_event = 0
 
     def __len__(self) -> int:
         return len(self._current)
 
     def get(self, advisory_id: str) -> Advisory | None:
         return self._current.get(advisory_id)
+
+    def at(self, position: int | None) -> None:
+        """Number the changes that follow as those of the shared stream's event at
+        ``position``; None: one by one, as this process alone numbers them."""
+        self._base = None if position is None else position_seq(position)
+        self._in_event = 0
+
+    def restart(self, epoch: str, *, seq: int | None = None) -> None:
+        """Another epoch (the shared one, or this process's own while Redis is away): what
+        was numbered before cannot be resumed from. ``seq``: where numbering starts again
+        (the shared stream's: ``position_seq``); None: on from here."""
+        self.epoch = epoch
+        self._log.clear()
+        if seq is not None:
+            self.seq = seq
+        self._floor = self.seq
 
     # -- changes in -------------------------------------------------------------------------
     def observe(self, decision: CallDecision, now_s: float) -> list[Change]:
@@ -187,12 +218,22 @@ class AdvisoryHub:
         return changes
 
     def _append(self, advisory: Advisory) -> Change:
-        self.seq += 1
+        if self._base is None:
+            self.seq += 1
+        else:
+            self._in_event = min(self._in_event + 1, _MAX_CHANGES_PER_EVENT)
+            self.seq = max(self.seq, self._base + self._in_event)
         change = (self.seq, advisory)
         self._log.append(change)
+        while len(self._log) > self.config.replay_changes:
+            self._floor = self._log.popleft()[0]
         return change
 
     # -- reading ----------------------------------------------------------------------------
+    def in_force(self) -> list[Advisory]:
+        """Every advisory in force, all tenants (for comparing replicas, never a wire)."""
+        return list(self._current.values())
+
     def snapshot(self, audience: Audience) -> list[Advisory]:
         return [a for a in self._current.values() if audience.sees(a)]
 
@@ -203,7 +244,7 @@ class AdvisoryHub:
             return None
         if seq == self.seq:
             return []
-        if not self._log or self._log[0][0] > seq + 1:
+        if seq < self._floor:  # some of what came after it is no longer held
             return None
         return [(s, a) for s, a in self._log if s > seq and audience.sees(a)]
 

@@ -15,14 +15,14 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
 
 from processor.advisories import convert
 from processor.advisories.auth import Authenticator, bearer_token
-from processor.advisories.check import Checker, Verdict
+from processor.advisories.check import Checker, CheckResult, HalfOpen, Verdict
 from processor.advisories.hub import AdvisoryHub, Audience, Change
 from processor.advisories.model import TURN_BLOCKED, Advisory
 from processor.advisories.v1 import advisories_pb2 as pb
@@ -33,6 +33,12 @@ from processor.config import AdvisoriesConfig
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import State, Transition
 from processor.engines.roster import RosterFinding
+from processor.errors import IllegalTransition
+from processor.state.events import Force, Release
+
+SharedProbes = Callable[[list[str], int, float], Awaitable[int]]
+"""(half-open circuits as "circuit:period" names, permits, lease seconds) -> a permit on
+every one, or 0."""
 
 log = logging.getLogger(__name__)
 
@@ -122,17 +128,82 @@ class AdvisoryService:
         self.stats = AdvisoryStats()
         self.clock = clock
 
+        # With shared state (processor/state/): who hands out probe permits across the
+        # replicas, and what to say of the shared state in GetState.
+        self.shared_probes: SharedProbes | None = None
+        self.shared_state: Callable[[], str] = lambda: "memory"
+        self.operator: Callable[[Force | Release], Awaitable[list[Transition]]] = self._operate
+
     def __call__(self, finding: object) -> None:
-        if isinstance(finding, CallDecision):
-            changes = self.hub.observe(finding, self.clock())
-        elif isinstance(finding, RosterFinding):
-            changes = self.hub.observe_roster(finding, self.clock())
-        else:
-            return
+        self.observe(finding)
+
+    def observe(
+        self, finding: object, *, position: int | None = None, now_s: float | None = None
+    ) -> None:
+        """A finding of the engines; ``position``: the shared stream's event it came from
+        (its changes are numbered from it), ``now_s``: that event's time."""
+        now = self.clock() if now_s is None else now_s
+        self.hub.at(position)
+        try:
+            if isinstance(finding, CallDecision):
+                changes = self.hub.observe(finding, now)
+            elif isinstance(finding, RosterFinding):
+                changes = self.hub.observe_roster(finding, now)
+            else:
+                return
+        finally:
+            self.hub.at(None)
         self.broadcaster.send(changes, self.stats)
 
-    def expire(self) -> None:
-        self.broadcaster.send(self.hub.expire(self.clock()), self.stats)
+    def expire(self, *, position: int | None = None, now_s: float | None = None) -> None:
+        self.hub.at(position)
+        try:
+            changes = self.hub.expire(self.clock() if now_s is None else now_s)
+        finally:
+            self.hub.at(None)
+        self.broadcaster.send(changes, self.stats)
+
+    def apply_operator(
+        self, event: Force | Release, *, position: int | None = None
+    ) -> list[Transition]:
+        """An operator's force or release, into the breaker and out to subscribers."""
+        breaker = self.hub.breaker
+        moves: list[Transition] = []
+        if isinstance(event, Force):
+            try:
+                moves.append(
+                    breaker.force(event.key, event.target, event.until_s, event.reason, event.at_s)
+                )
+            except IllegalTransition:  # already forced the same way: renew it
+                released = breaker.release(event.key, "renewed by an operator", event.at_s)
+                moves += [released] if released is not None else []
+                moves.append(
+                    breaker.force(event.key, event.target, event.until_s, event.reason, event.at_s)
+                )
+        else:
+            released = breaker.release(event.key, event.reason, event.at_s)
+            moves += [released] if released is not None else []
+        if moves:
+            advisory = self.hub.circuit_advisory(event.key, reason=event.reason, now_s=event.at_s)
+            self.hub.at(position)
+            try:
+                changes = self.hub.publish([advisory], event.at_s) if advisory else []
+            finally:
+                self.hub.at(None)
+            self.broadcaster.send(changes, self.stats)
+        return moves
+
+    async def _operate(self, event: Force | Release) -> list[Transition]:
+        return self.apply_operator(event)
+
+    def restart(self, epoch: str, *, seq: int | None = None) -> None:
+        """Another epoch: every subscriber resyncs (it is cut off, and resubscribes)."""
+        self.hub.restart(epoch, seq=seq)
+        self.broadcaster.epoch = epoch
+        for subscriber in self.broadcaster.subscribers:
+            subscriber.cut = True
+            subscriber.queue.clear()
+            subscriber.ready.set()
 
 
 async def _tenant(service: AdvisoryService, context: grpc.aio.ServicerContext) -> str:
@@ -269,14 +340,17 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "arguments_json is not JSON")
             # Either form a span of this call may have carried: arguments, or their digest.
             prints = fingerprints(server or None, request.tool, arguments)
-        result = service.checker.check(
+        now = service.clock()
+        result = service.checker.assess(
             tenant=tenant,
             turn=request.turn,
             server=server,
             tool=request.tool,
             fingerprints=prints,
-            now_s=service.clock(),
+            now_s=now,
         )
+        if isinstance(result, HalfOpen):
+            result = await _permit(service, result, now)
         counts = service.stats.checks
         counts[result.verdict.value] = counts.get(result.verdict.value, 0) + 1
         response = pb.CheckResponse(verdict=_VERDICT[result.verdict], probe_permit=result.permit)
@@ -299,7 +373,28 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
             epoch=service.hub.epoch,
             seq=service.hub.seq,
             not_shown=len(in_force) - len(shown),
+            shared_state=service.shared_state(),
         )
+
+
+async def _permit(service: AdvisoryService, wanted: HalfOpen, now: float) -> CheckResult:
+    """A probe permit: held here, or, with replicas, by the shared arbiter (exactly
+    ``probe_permits`` across all of them; a lease expires unanswered after its time)."""
+    arbiter = service.shared_probes
+    if arbiter is None:
+        return service.checker.grant_here(wanted, now)
+    config = service.hub.breaker.config
+    names = [
+        f"{key.tenant}|{key.scope.value}|{key.name}:{period:.3f}" for key, period in wanted.circuits
+    ]
+    try:
+        permit = await arbiter(names, config.probe_permits, config.probe_lease_s)
+    except Exception:  # Redis away: the replica decides on its own, as for everything else
+        log.warning("advisories: the shared probe arbiter did not answer; granting here")
+        return service.checker.grant_here(wanted, now)
+    if permit:
+        return service.checker.granted(wanted, permit, now)
+    return service.checker.waiting(wanted, now)
 
 
 def _parts(advisories: list[pb.Advisory]) -> list[list[pb.Advisory]]:

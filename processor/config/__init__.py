@@ -30,12 +30,14 @@ from processor.config.model import (
     TurnKey,
     split_endpoint,
 )
+from processor.config.state import Backend, RedisConfig, StateConfig
 
 __all__ = [
     "ENV_PREFIX",
     "AdvisoriesConfig",
     "AdvisoryTlsConfig",
     "AnalyzeConfig",
+    "Backend",
     "BreakerConfig",
     "ClassifyConfig",
     "Compression",
@@ -47,10 +49,12 @@ __all__ = [
     "LogLevel",
     "QueueConfig",
     "ReceiversConfig",
+    "RedisConfig",
     "RetryConfig",
     "RosterConfig",
     "Rule",
     "ServiceConfig",
+    "StateConfig",
     "TelemetryConfig",
     "TurnKey",
     "env_var_name",

@@ -31,7 +31,12 @@ from processor.errors import ConfigError
 ENV_PREFIX = "MCP_BREAKER_"
 # Keys whose values are secrets: never quoted in an error message (nor by print-config).
 SECRET_KEYS: frozenset[tuple[str, ...]] = frozenset(
-    {("advisories", "tokens"), ("advisories", "admin_tokens"), ("forward", "headers")}
+    {
+        ("advisories", "tokens"),
+        ("advisories", "admin_tokens"),
+        ("forward", "headers"),
+        ("state", "redis", "password"),
+    }
 )
 
 Leaf = tuple[str, ...]

@@ -12,6 +12,8 @@ import enum
 import re
 from dataclasses import dataclass, field
 
+from processor.config.state import StateConfig
+
 # --- receivers ----------------------------------------------------------------------------
 DEFAULT_GRPC_ENDPOINT = "0.0.0.0:4317"
 DEFAULT_HTTP_ENDPOINT = "0.0.0.0:4318"
@@ -530,6 +532,7 @@ class ServiceConfig:
     roster: RosterConfig = field(default_factory=RosterConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     advisories: AdvisoriesConfig = field(default_factory=AdvisoriesConfig)
+    state: StateConfig = field(default_factory=StateConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     def validate(self) -> list[str]:
@@ -541,6 +544,7 @@ class ServiceConfig:
             + self.roster.validate("roster")
             + self.telemetry.validate("telemetry")
             + self.advisories.validate("advisories")
+            + self.state.validate("state")
             + self.log.validate("log")
         )
 

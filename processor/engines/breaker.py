@@ -18,7 +18,6 @@ redacted excerpt, so a harness can tell the model what is out, why, and since wh
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -99,7 +98,7 @@ class Breaker:
         self,
         config: BreakerConfig,
         *,
-        jitter: Callable[[], float] = random.random,
+        jitter: Callable[[], float] | None = None,
     ) -> None:
         self.config = config
         self.machine = CircuitMachine(config, jitter)

@@ -18,6 +18,7 @@ outcome from before the circuit last closed is stale evidence, not counted.
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -145,10 +146,19 @@ class Circuit:
 Jitter = Callable[[], float]  # a uniform draw from [0, 1)
 
 
+def jitter_of(key: CircuitKey, opened_count: int, at_s: float) -> float:
+    """The jitter of one open period, from [0, 1): drawn from what opened it, not from a
+    random source, so every replica that applies the same events opens the circuit for
+    the same time (and circuits opened together still spread out: their keys differ)."""
+    seed = f"{key.tenant}|{key.scope.value}|{key.name}|{opened_count}|{at_s:.6f}".encode()
+    return int.from_bytes(hashlib.blake2b(seed, digest_size=8).digest(), "big") / 2**64
+
+
 class CircuitMachine:
     """The rules that move one circuit; shared by every circuit of a breaker."""
 
-    def __init__(self, config: BreakerConfig, jitter: Jitter) -> None:
+    def __init__(self, config: BreakerConfig, jitter: Jitter | None = None) -> None:
+        """``jitter``: a fixed source for tests; by default it comes from ``jitter_of``."""
         self.config = config
         self._jitter = jitter
         self._next_lease = 0
@@ -172,7 +182,12 @@ class CircuitMachine:
         circuit.leases.clear()
         if target is State.OPEN:
             circuit.opened_count += 1
-            circuit.open_until_s = at_s + self.open_period_s(circuit.opened_count)
+            draw = (
+                self._jitter()
+                if self._jitter is not None
+                else jitter_of(circuit.key, circuit.opened_count, at_s)
+            )
+            circuit.open_until_s = at_s + self.open_period_s(circuit.opened_count, draw)
         elif target is State.CLOSED:
             circuit.opened_count = 0
             circuit.consecutive_failures = 0
@@ -182,10 +197,11 @@ class CircuitMachine:
             circuit.closed_at_s = at_s
         return event
 
-    def open_period_s(self, opened_count: int) -> float:
+    def open_period_s(self, opened_count: int, draw: float) -> float:
+        """The ``opened_count``-th open period in a row, ``draw`` from [0, 1) its jitter."""
         c = self.config
         base = min(c.open_base_s * c.open_multiplier ** (opened_count - 1), c.open_max_s)
-        return base * (1 - c.open_jitter + 2 * c.open_jitter * self._jitter())
+        return base * (1 - c.open_jitter + 2 * c.open_jitter * draw)
 
     def advance(self, circuit: Circuit, now_s: float) -> list[Transition]:
         """Time-driven moves: an open period or a manual override that has run out."""

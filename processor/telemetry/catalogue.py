@@ -336,6 +336,67 @@ DERIVED: tuple[MetricSpec, ...] = (
 )
 
 
+# -- shared state (state.backend redis only) -----------------------------------------
+SHARED_STATE_UP = MetricSpec(
+    name="shared_state_up",
+    kind=Kind.GAUGE,
+    unit="",
+    labels=(),
+    help="1 while this replica shares its breaker through Redis; 0 while Redis is away and "
+    "it decides alone (redis backend only).",
+    query="min(mcp_breaker_shared_state_up) == 0",
+)
+SHARED_EVENTS_APPENDED = MetricSpec(
+    name="shared_events_appended",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=(),
+    help="This replica's events appended to the shared stream.",
+    query="sum(rate(mcp_breaker_shared_events_appended_total[5m]))",
+)
+SHARED_EVENTS_APPLIED = MetricSpec(
+    name="shared_events_applied",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=(),
+    help="Other replicas' events this replica applied from the shared stream.",
+    query="rate(mcp_breaker_shared_events_applied_total[5m])",
+)
+SHARED_EVENTS_DROPPED = MetricSpec(
+    name="shared_events_dropped",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=(),
+    help="This replica's events dropped while Redis was away: more than "
+    "state.redis.buffer_events waited; the other replicas never heard of them.",
+    query="increase(mcp_breaker_shared_events_dropped_total[1h]) > 0",
+)
+SHARED_EVENTS_UNREADABLE = MetricSpec(
+    name="shared_events_unreadable",
+    kind=Kind.COUNTER,
+    unit="",
+    labels=(),
+    help="Entries of the shared stream this replica could not read (another version?), skipped.",
+    query="increase(mcp_breaker_shared_events_unreadable_total[1h]) > 0",
+)
+SHARED_OUTBOX = MetricSpec(
+    name="shared_outbox_events",
+    kind=Kind.GAUGE,
+    unit="",
+    labels=(),
+    help="This replica's events waiting to be appended to the shared stream.",
+    query="max(mcp_breaker_shared_outbox_events)",
+)
+SHARED: tuple[MetricSpec, ...] = (
+    SHARED_STATE_UP,
+    SHARED_EVENTS_APPENDED,
+    SHARED_EVENTS_APPLIED,
+    SHARED_EVENTS_DROPPED,
+    SHARED_EVENTS_UNREADABLE,
+    SHARED_OUTBOX,
+)
+
+
 # -- the hop itself (the Collector's otelcol_receiver_* / otelcol_exporter_* under our prefix)
 def _hop(name: str, kind: Kind, labels: tuple[str, ...], help: str, query: str) -> MetricSpec:
     unit = "bytes" if name.endswith("_bytes") else ""
@@ -466,4 +527,4 @@ HOP: tuple[MetricSpec, ...] = (
     QUEUE_CAPACITY_BYTES,
     IN_FLIGHT,
 )
-CATALOGUE: tuple[MetricSpec, ...] = DERIVED + HOP
+CATALOGUE: tuple[MetricSpec, ...] = DERIVED + SHARED + HOP

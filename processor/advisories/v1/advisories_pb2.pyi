@@ -186,16 +186,18 @@ class GetStateRequest(_message.Message):
     def __init__(self, servers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetStateResponse(_message.Message):
-    __slots__ = ("advisories", "epoch", "seq", "not_shown")
+    __slots__ = ("advisories", "epoch", "seq", "not_shown", "shared_state")
     ADVISORIES_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     NOT_SHOWN_FIELD_NUMBER: _ClassVar[int]
+    SHARED_STATE_FIELD_NUMBER: _ClassVar[int]
     advisories: _containers.RepeatedCompositeFieldContainer[Advisory]
     epoch: str
     seq: int
     not_shown: int
-    def __init__(self, advisories: _Optional[_Iterable[_Union[Advisory, _Mapping]]] = ..., epoch: _Optional[str] = ..., seq: _Optional[int] = ..., not_shown: _Optional[int] = ...) -> None: ...
+    shared_state: str
+    def __init__(self, advisories: _Optional[_Iterable[_Union[Advisory, _Mapping]]] = ..., epoch: _Optional[str] = ..., seq: _Optional[int] = ..., not_shown: _Optional[int] = ..., shared_state: _Optional[str] = ...) -> None: ...
 
 class ForceCircuitRequest(_message.Message):
     __slots__ = ("server", "tool", "open", "duration_seconds", "reason", "tenant")

@@ -1,0 +1,1 @@
+"""Shared state: the engines' inputs replicated through one Redis Stream (``replica.py``)."""

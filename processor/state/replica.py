@@ -1,0 +1,363 @@
+"""One replica's part in the shared state: share its engines' inputs, apply everyone's.
+
+    spans ─▶ pipeline ─▶ local engines ─▶ the span's annotations, this replica's metrics
+                 │ (share)
+                 ▼
+            outbox ──XADD──▶ Redis Stream ──XREAD──▶ apply, in stream order:
+                                                      remote events ─▶ local engines
+                                                      every event   ─▶ advisories, numbered
+                                                                       by its position
+
+A span never waits on Redis: the pipeline decides on this replica's engines at once and
+shares the event (its verdict, never raw arguments) through a bounded outbox. Every
+replica reads the one stream and applies the events it did not make to its own engines;
+the advisory hub of every replica observes every event in stream order, numbering each
+change from the event's position, so a subscriber resumes at any replica where it left
+off. An operator's force or release, and the ticks that drive expiry (appended by the one
+replica that holds the ticker lease), go through the stream too, so they happen the same
+at every replica, at the stream's time.
+
+A starting replica replays the stream (and the operators' overrides still in force)
+before it reports ready. While Redis is away it goes on alone: it decides, forwards,
+publishes its own advisories under an epoch of its own, buffers its events (dropping the
+oldest past ``buffer_events``, counted), and says so (``up``, a log line per change).
+When Redis is back it appends what it buffered, catches up on the stream, and takes the
+shared epoch again: its subscribers resync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from processor.advisories.hub import position_seq
+from processor.advisories.service import AdvisoryService
+from processor.classify.events import ToolCall, ToolListing
+from processor.config import RedisConfig
+from processor.engines.breaker import CallDecision
+from processor.engines.circuit import Transition
+from processor.engines.roster import RosterFinding
+from processor.errors import BadEvent
+from processor.pipeline import Pipeline
+from processor.state import events as codec
+from processor.state.events import Force, Release, SharedEvent, Tick
+from processor.state.store import Entry, Store
+
+log = logging.getLogger(__name__)
+
+READ_BATCH = 500  # entries per read
+READ_BLOCK_MS = 1000  # a read waits this long for the next entry
+APPEND_BATCH = 500  # events per append
+RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)  # waits between reconnection attempts
+TRIM_EVERY_S = 60.0
+MAX_PENDING = 100_000  # own events waiting to be read back (their findings)
+
+Finding = CallDecision | RosterFinding
+
+
+@dataclass(slots=True)
+class SharedStats:
+    """Counts for the metrics, read at scrape time."""
+
+    up: bool = False
+    appended: int = 0
+    applied: int = 0  # other replicas' events applied here
+    dropped: int = 0  # own events the outbox could not keep while Redis was away
+    unreadable: int = 0  # entries that could not be decoded (another version?)
+    outbox: int = 0
+
+
+class SharedState:
+    def __init__(
+        self,
+        config: RedisConfig,
+        store: Store,
+        pipeline: Pipeline,
+        advisories: AdvisoryService | None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.pipeline = pipeline
+        self.advisories = advisories
+        self.clock = clock
+        self.replica = secrets.token_hex(6)  # this process: a restart is another replica
+        self.stats = SharedStats()
+        self.ready = False  # replayed, or started alone: /readyz may say yes
+        self.epoch = ""
+        self._uids = 0
+        self._outbox: deque[tuple[int, bytes]] = deque()
+        # Own events appended or waiting, by uid: what this replica's engines made of them
+        # (None for operators' and ticks), and a future for an operator waiting on it.
+        self._pending: OrderedDict[int, Finding | None] = OrderedDict()
+        self._waiting: dict[int, asyncio.Future[list[Transition]]] = {}
+        self._announced: set[int] = set()  # published alone while Redis was away
+        self._last_id = "0-0"
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._last_trim = 0.0
+
+    # -- start and stop ------------------------------------------------------------------
+    async def start(self) -> None:
+        """Replay the stream, then follow it. Redis away for ``startup_wait_s``: go on
+        alone (ready at once: forwarding works) and catch up when it comes."""
+        try:
+            # Waited for: Redis answering. Not waited for: the replay, which takes what
+            # the stream holds (bounded by retain_s) and must finish before ready.
+            await asyncio.wait_for(self.store.ping(), self.config.startup_wait_s or 0.001)
+            await self._sync()
+        except Exception as error:  # OSError, redis errors, a timeout: start alone
+            self._down(f"Redis not reachable at start ({_reason(error)})")
+        self.ready = True
+        self._tasks = [
+            asyncio.create_task(self._follow(), name="shared-state-read"),
+            asyncio.create_task(self._flush(), name="shared-state-append"),
+            asyncio.create_task(self._tick(), name="shared-state-tick"),
+        ]
+
+    async def stop(self) -> None:
+        """Append what is still in the outbox (briefly), then stop."""
+        if self.stats.up and self._outbox:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._append_outbox(), self.config.timeout_s)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.store.close()
+
+    # -- this replica's events -----------------------------------------------------------
+    def share(self, event: ToolCall | ToolListing, finding: Finding) -> None:
+        """The pipeline's hook: an event this replica's engines just consumed."""
+        uid = self._queue(event, finding)
+        if not self.stats.up and self.advisories is not None:
+            self.advisories.observe(finding)  # alone: tell the harnesses at once
+            self._announced.add(uid)
+
+    async def operate(self, event: Force | Release) -> list[Transition]:
+        """An operator's force or release, applied at every replica (and here when it has
+        come back through the stream; at once while Redis is away)."""
+        assert self.advisories is not None
+        if not self.stats.up:
+            return self.advisories.apply_operator(event)
+        future: asyncio.Future[list[Transition]] = asyncio.get_running_loop().create_future()
+        uid = self._queue(event, None)
+        self._waiting[uid] = future
+        await self._persist_override(event)
+        try:
+            return await asyncio.wait_for(future, self.config.timeout_s * 3)
+        except TimeoutError:
+            self._waiting.pop(uid, None)
+            log.warning("shared state: an operator's change did not come back in time")
+            return []
+
+    def _queue(self, event: SharedEvent, finding: Finding | None) -> int:
+        self._uids += 1
+        uid = self._uids
+        self._outbox.append((uid, codec.encode(event)))
+        self._pending[uid] = finding
+        while len(self._outbox) > self.config.buffer_events:
+            dropped, _ = self._outbox.popleft()
+            self._pending.pop(dropped, None)
+            self._announced.discard(dropped)
+            self.stats.dropped += 1
+        while len(self._pending) > MAX_PENDING:
+            self._pending.popitem(last=False)
+        self.stats.outbox = len(self._outbox)
+        self._wake.set()
+        return uid
+
+    # -- Redis -----------------------------------------------------------------------------
+    async def _sync(self) -> None:
+        """Catch up on the stream since the last entry applied (all of it at the start,
+        after the operators' overrides still in force), then number from it again."""
+        await self.store.ping()
+        epoch = await self.store.epoch()
+        if self.epoch not in ("", "local") and epoch != self.epoch:
+            # Redis came back without its data (a new epoch): its stream starts anew.
+            log.warning("shared state: Redis lost its data; sharing from a new stream")
+            self._last_id = "0-0"
+        fresh = self._last_id == "0-0"
+        if fresh and not self.epoch:
+            for payload in await self.store.overrides():
+                self._apply_override(payload)
+        caught_up = 0
+        while True:
+            entries = await self.store.read(self._last_id, READ_BATCH, 0)
+            if not entries:
+                break
+            if fresh and caught_up == 0 and self.advisories is not None:
+                # Replayed changes are numbered and kept under the shared epoch, so a
+                # subscriber of another replica can resume here.
+                self.advisories.restart(epoch, seq=position_seq(entries[0].position - 1))
+            for entry in entries:
+                self._apply(entry)
+            caught_up += len(entries)
+        advisories = self.advisories
+        if advisories is not None and advisories.hub.epoch != epoch:
+            # Back from alone (every subscriber resyncs), or a stream with nothing to replay.
+            advisories.restart(epoch, seq=0 if fresh else None)
+        self.epoch = epoch
+        self._announced.clear()
+        self._up(f"{caught_up} events {'replayed' if fresh else 'caught up'}")
+
+    async def _follow(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                if not self.stats.up:
+                    await self._sync()
+                    attempt = 0
+                entries = await self.store.read(self._last_id, READ_BATCH, READ_BLOCK_MS)
+                for entry in entries:
+                    self._apply(entry)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                self._down(_reason(error))
+                await asyncio.sleep(RETRY_S[min(attempt, len(RETRY_S) - 1)])
+                attempt += 1
+
+    async def _flush(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self.stats.up:
+                continue  # kept in the outbox; _sync's success wakes us
+            try:
+                await self._append_outbox()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                self._down(_reason(error))
+
+    async def _append_outbox(self) -> None:
+        while self._outbox:
+            batch = [self._outbox[i] for i in range(min(APPEND_BATCH, len(self._outbox)))]
+            await self.store.append(self.replica, batch)
+            for _ in batch:
+                self._outbox.popleft()
+            self.stats.appended += len(batch)
+            self.stats.outbox = len(self._outbox)
+
+    async def _tick(self) -> None:
+        """The replica that holds the ticker lease marks the stream's time."""
+        while True:
+            await asyncio.sleep(self.config.tick_s)
+            if not self.stats.up:
+                if self.advisories is not None:
+                    self.advisories.expire()  # alone: expiry on this replica's clock
+                continue
+            try:
+                if await self.store.hold_ticker(self.replica, 3 * self.config.tick_s):
+                    self._queue(Tick(), None)
+                    now = self.clock()
+                    if now - self._last_trim >= TRIM_EVERY_S:
+                        self._last_trim = now
+                        await self.store.trim(now - self.config.retain_s)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                self._down(_reason(error))
+
+    # -- applying the stream ---------------------------------------------------------------
+    def _apply(self, entry: Entry) -> None:
+        self._last_id = entry.entry_id
+        try:
+            event = codec.decode(entry.payload)
+        except BadEvent:
+            self.stats.unreadable += 1
+            return
+        try:
+            self._apply_event(entry, event)
+        except Exception:  # a bug must not stop this replica following the stream
+            self.stats.unreadable += 1
+            log.exception("shared state: could not apply event %s", entry.entry_id)
+
+    def _apply_event(self, entry: Entry, event: SharedEvent) -> None:
+        own = entry.origin == self.replica
+        finding = self._pending.pop(entry.uid, None) if own else None
+        advisories = self.advisories
+        if isinstance(event, Tick):
+            if advisories is not None:
+                advisories.expire(position=entry.position, now_s=entry.at_s)
+            return
+        if isinstance(event, Force | Release):
+            moves: list[Transition] = []
+            if advisories is not None:
+                moves = advisories.apply_operator(event, position=entry.position)
+            waiting = self._waiting.pop(entry.uid, None) if own else None
+            if waiting is not None and not waiting.done():
+                waiting.set_result(moves)
+            if not own:
+                self.stats.applied += 1
+            return
+        if not own:
+            finding = self.pipeline.apply(_arrived(event, entry.at_s))
+            self.stats.applied += 1
+        if finding is None or advisories is None:
+            return
+        if own and entry.uid in self._announced:
+            self._announced.discard(entry.uid)  # published alone already, under our epoch
+            return
+        advisories.observe(finding, position=entry.position, now_s=entry.at_s)
+
+    def _apply_override(self, payload: bytes) -> None:
+        try:
+            event = codec.decode(payload)
+        except BadEvent:
+            self.stats.unreadable += 1
+            return
+        if isinstance(event, Force) and event.until_s > self.clock() and self.advisories:
+            self.advisories.apply_operator(event)
+
+    async def _persist_override(self, event: Force | Release) -> None:
+        name = f"{event.key.tenant}|{event.key.scope.value}|{event.key.name}"
+        with contextlib.suppress(Exception):  # the stream has it; this outlives its trimming
+            if isinstance(event, Force):
+                await self.store.set_override(name, codec.encode(event))
+            else:
+                await self.store.clear_override(name)
+
+    # -- up and down -------------------------------------------------------------------------
+    def _up(self, detail: str) -> None:
+        if not self.stats.up:
+            log.info("shared state: connected to Redis (%s)", detail)
+        self.stats.up = True
+        self._wake.set()
+
+    def _down(self, reason: str) -> None:
+        if self.stats.up or not self.epoch:
+            log.warning(
+                "shared state: Redis unavailable (%s); deciding alone, buffering own events",
+                reason,
+            )
+        was_shared = self.stats.up
+        self.stats.up = False
+        if self.advisories is not None and (was_shared or not self.epoch):
+            # Our own numbering from here: a subscriber cannot resume it at another replica.
+            self.advisories.restart(f"{self.epoch or 'local'}-alone-{secrets.token_hex(4)}")
+        if not self.epoch:
+            self.epoch = "local"
+
+    def describe(self) -> str:
+        """For GetState and ``mcp-breaker status``."""
+        if self.stats.up:
+            return f"redis: up (replica {self.replica}, {self.stats.applied} events from others)"
+        return f"redis: down, deciding alone ({len(self._outbox)} events waiting)"
+
+
+def _arrived(event: ToolCall | ToolListing, at_s: float) -> ToolCall | ToolListing:
+    """An event as it arrives here: at the stream's time (arrival times are compared)."""
+    return replace(event, arrived_s=at_s) if isinstance(event, ToolCall) else event
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    return text.splitlines()[0][:200]

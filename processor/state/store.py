@@ -1,0 +1,202 @@
+"""Everything mcp-breaker keeps in Redis, and the only module that talks to it.
+
+Under ``state.redis.key_prefix`` (``P``):
+
+    P:events            a Stream: every replica's events, in one order (fields n, o, u, e)
+    P:events:n          the counter that numbers them: n is the event's position
+    P:epoch             the deployment's epoch: advisory sequence numbers are its own
+    P:ticker            which replica marks the stream's time (a lease, SET NX PX)
+    P:overrides         a hash: operators' forced circuits still in force, by circuit
+    P:probe:<circuit>:<period>:<i>   probe permit i of a half-open period (SET NX PX)
+
+Appends number and add in one Lua script, so the stream's order is the numbers' order.
+"""
+
+from __future__ import annotations
+
+import secrets
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from processor.config import RedisConfig
+from processor.errors import StartupError
+
+# KEYS[1] stream, KEYS[2] counter; ARGV[1] origin, then (uid, payload) pairs.
+_APPEND = """
+local out = {}
+for i = 2, #ARGV, 2 do
+  local n = redis.call('INCR', KEYS[2])
+  local id = redis.call('XADD', KEYS[1], '*', 'n', n, 'o', ARGV[1], 'u', ARGV[i], 'e', ARGV[i + 1])
+  out[#out + 1] = id
+  out[#out + 1] = n
+end
+return out
+"""
+# KEYS[1] the ticker key; ARGV[1] this replica, ARGV[2] lease ms. 1 when this replica ticks.
+_TICKER = """
+local holder = redis.call('GET', KEYS[1])
+if holder == false then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+# KEYS: one base key per half-open circuit; ARGV[1] permits, ARGV[2] lease ms, ARGV[3] the
+# caller's token, ARGV[4] the permit counter key. A permit on every circuit, or none.
+_PROBE = """
+local taken = {}
+for k = 1, #KEYS do
+  local got = false
+  for i = 1, tonumber(ARGV[1]) do
+    local slot = KEYS[k] .. ':' .. i
+    if redis.call('SET', slot, ARGV[3], 'NX', 'PX', ARGV[2]) then
+      taken[#taken + 1] = slot
+      got = true
+      break
+    end
+  end
+  if not got then
+    for _, slot in ipairs(taken) do redis.call('DEL', slot) end
+    return 0
+  end
+end
+return redis.call('INCR', ARGV[4])
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One event as the stream holds it."""
+
+    entry_id: str  # Redis's id, "ms-seq"
+    position: int  # n: 1, 2, 3... in stream order
+    origin: str  # the replica that appended it
+    uid: int  # its number at that replica
+    payload: bytes
+    at_s: float  # Redis's clock when it was appended (the id's milliseconds)
+
+
+def password_of(config: RedisConfig) -> str | None:
+    if config.password_file:
+        try:
+            return Path(config.password_file).read_text(encoding="utf-8").strip()
+        except OSError as error:
+            raise StartupError(
+                f"state.redis.password_file: cannot read {config.password_file!r}: {error.strerror}"
+            ) from None
+    return config.password or None
+
+
+def client_for(config: RedisConfig) -> aioredis.Redis:
+    """A Redis client as configured; it connects on first use."""
+    options: dict[str, object] = {
+        "username": config.username or None,
+        "password": password_of(config),
+        "socket_timeout": config.timeout_s,
+        "socket_connect_timeout": config.timeout_s,
+        "health_check_interval": 30,
+    }
+    if config.url.startswith("rediss://") and config.ca_file:
+        options["ssl_ca_certs"] = config.ca_file
+        options["ssl_cert_reqs"] = ssl.CERT_REQUIRED
+    return aioredis.from_url(config.url, **options)
+
+
+class Store:
+    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.stream = f"{prefix}:events"
+        self._counter = f"{prefix}:events:n"
+        self._append = client.register_script(_APPEND)
+        self._ticker = client.register_script(_TICKER)
+        self._probe = client.register_script(_PROBE)
+
+    async def ping(self) -> None:
+        await self.client.ping()
+
+    async def epoch(self) -> str:
+        """The deployment's epoch, made by the first replica ever to ask."""
+        key = f"{self.prefix}:epoch"
+        await self.client.set(key, secrets.token_hex(8), nx=True)
+        value = await self.client.get(key)
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    async def append(self, origin: str, events: list[tuple[int, bytes]]) -> list[tuple[str, int]]:
+        """Add events in order; their (entry id, position)."""
+        argv: list[bytes | str | int | float] = [origin]
+        for uid, payload in events:
+            argv += [uid, payload]
+        out = await self._append(keys=[self.stream, self._counter], args=argv)
+        return [(_text(out[i]), int(out[i + 1])) for i in range(0, len(out), 2)]
+
+    async def read(self, after: str, count: int, block_ms: int) -> list[Entry]:
+        """Entries after ``after`` (an entry id; "0-0" from the start), waiting up to
+        ``block_ms`` for the first (0: do not wait)."""
+        block = block_ms if block_ms > 0 else None
+        answer: Any = await self.client.xread({self.stream: after}, count=count, block=block)
+        return [_entry(item) for _, items in answer for item in items]
+
+    async def head(self) -> str:
+        """The id of the latest entry ("0-0" for none)."""
+        items: Any = await self.client.xrevrange(self.stream, count=1)
+        return _text(items[0][0]) if items else "0-0"
+
+    async def trim(self, older_than_s: float) -> int:
+        return int(
+            await self.client.xtrim(self.stream, minid=int(older_than_s * 1000), approximate=True)
+        )
+
+    async def hold_ticker(self, replica: str, lease_s: float) -> bool:
+        key = f"{self.prefix}:ticker"
+        return bool(await self._ticker(keys=[key], args=[replica, int(lease_s * 1000)]))
+
+    async def set_override(self, circuit: str, payload: bytes) -> None:
+        await self.client.hset(f"{self.prefix}:overrides", circuit, payload)
+
+    async def clear_override(self, circuit: str) -> None:
+        await self.client.hdel(f"{self.prefix}:overrides", circuit)
+
+    async def overrides(self) -> list[bytes]:
+        values: Any = await self.client.hvals(f"{self.prefix}:overrides")
+        return [bytes(v) for v in values]
+
+    async def probe(self, circuits: list[str], permits: int, lease_s: float) -> int:
+        """A probe permit on every one of these half-open circuits (each ``circuit`` names
+        one and its half-open period), or 0 when one of them has none free."""
+        keys = [f"{self.prefix}:probe:{circuit}" for circuit in circuits]
+        token = secrets.token_hex(8)
+        counter = f"{self.prefix}:probe-permits"
+        return int(
+            await self._probe(
+                keys=keys, args=[permits, max(1, int(lease_s * 1000)), token, counter]
+            )
+        )
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _entry(item: tuple[bytes, dict[bytes, bytes]]) -> Entry:
+    entry_id, data = item
+    text = _text(entry_id)
+    return Entry(
+        entry_id=text,
+        position=int(data[b"n"]),
+        origin=_text(data[b"o"]),
+        uid=int(data[b"u"]),
+        payload=bytes(data[b"e"]),
+        at_s=int(text.split("-", 1)[0]) / 1000,
+    )

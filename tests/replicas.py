@@ -1,0 +1,130 @@
+"""Replicas of the service as real processes sharing one real Redis, for the scaling tests.
+
+Each ``ReplicaProcess`` is ``python -m processor serve`` with every port on a free one of
+its own, ``state.backend=redis`` on the test's ``redis-server``, and a next hop if given.
+It can be stopped (SIGTERM), killed (SIGKILL) and started again on the same ports; its
+log is kept in a file. The helpers speak to it as harnesses and SREs do: OTLP/gRPC in,
+``Check`` and ``GetState`` on the advisory port, ``/metrics`` and ``/readyz``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import grpc
+from prometheus_client.parser import text_string_to_metric_families
+
+from processor.advisories.v1 import advisories_pb2 as pb
+from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from tests.support import LISTEN_KEYS, LOOPBACK, free_port, wait_until
+
+START_TIMEOUT_S = 60.0
+
+
+class ReplicaProcess:
+    def __init__(self, name: str, redis_url: str, workdir: Path, *settings: str) -> None:
+        self.name = name
+        self.redis_url = redis_url
+        self.workdir = workdir
+        self.settings = settings
+        self.ports = {key: free_port() for key in LISTEN_KEYS}
+        self.log_path = workdir / f"{name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def otlp(self) -> str:
+        return f"{LOOPBACK}:{self.ports['grpc']}"
+
+    @property
+    def advisories(self) -> str:
+        return f"{LOOPBACK}:{self.ports['advisories']}"
+
+    @property
+    def telemetry(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports['telemetry']}"
+
+    def start(self, *, ready: bool = True) -> ReplicaProcess:
+        listen = [f"{LISTEN_KEYS[key]}={LOOPBACK}:{port}" for key, port in self.ports.items()]
+        flags = [
+            *listen,
+            "state.backend=redis",
+            f"state.redis.url={self.redis_url}",
+            "state.redis.tick_s=0.2",
+            *self.settings,
+        ]
+        command = [sys.executable, "-m", "processor", "serve"]
+        command += [arg for flag in flags for arg in ("--set", flag)]
+        log = self.log_path.open("ab")
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BREAKER_")}
+        self.process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=environment
+        )
+        if ready:
+            wait_until(self.is_ready, START_TIMEOUT_S, f"{self.name} ready\n{self.log_tail()}")
+        return self
+
+    def is_ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"{self.name} exited {self.process.returncode}\n{self.log_tail()}")
+        try:
+            with urllib.request.urlopen(self.telemetry + "/readyz", timeout=2) as response:
+                return int(response.status) == 200
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+
+    def stop(self) -> int:
+        process, self.process = self.process, None
+        if process is None:
+            return 0
+        process.send_signal(signal.SIGTERM)
+        return process.wait(timeout=60)
+
+    def kill(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            process.kill()
+            process.wait(timeout=30)
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return "(no log)"
+        text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        return f"--- {self.name} log ---\n" + "\n".join(text)
+
+    # -- as a harness and an SRE -----------------------------------------------------------
+    def state(self) -> pb.GetStateResponse:
+        with grpc.insecure_channel(self.advisories) as channel:
+            stub = pb_grpc.AdvisoriesStub(channel)  # type: ignore[no-untyped-call]
+            response: pb.GetStateResponse = stub.GetState(pb.GetStateRequest(), timeout=10)
+            return response
+
+    def check(self, **fields: str) -> pb.CheckResponse:
+        with grpc.insecure_channel(self.advisories) as channel:
+            stub = pb_grpc.AdvisoriesStub(channel)  # type: ignore[no-untyped-call]
+            response: pb.CheckResponse = stub.Check(pb.CheckRequest(**fields), timeout=10)
+            return response
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        with urllib.request.urlopen(self.telemetry + "/metrics", timeout=10) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return float(sample.value)
+        return None
+
+
+def circuits_of(state: pb.GetStateResponse) -> dict[tuple[int, str, str], tuple[int, int]]:
+    """The circuits a replica says are out: (scope, tenant, key) -> (state, expiry)."""
+    return {
+        (a.scope, a.tenant, a.key): (a.state, a.expires_unix_nano)
+        for a in state.advisories
+        if a.scope in (pb.SCOPE_SERVER, pb.SCOPE_TOOL)
+    }

@@ -1,0 +1,395 @@
+"""Many replicas, one breaker: real service processes sharing a real ``redis-server``.
+
+Spans are sent as a harness sends them (the OpenTelemetry SDK over OTLP/gRPC), with the
+span times of now, to one replica; what the others make of it is read as a harness and an
+SRE read it: the next hop's spans, ``Check``, ``GetState``, a subscriber's mirror,
+``/metrics``. Replicas are killed (SIGKILL) and started again on the same ports, and
+Redis is killed and started again too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from processor.advisories.v1 import advisories_pb2 as pb
+from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from processor.client import AdvisoryClient
+from tests.redis_server import RedisServer
+from tests.replicas import ReplicaProcess, circuits_of
+from tests.sdk import RESOURCE, export_grpc
+from tests.support import CaptureCollector, wait_until
+
+SERVER, TOOL = "playwright", "browser_navigate"
+SESSION_CLOSED = "mcp-beaver: upstream MCP session is closed"
+SETTLE_S = 30.0  # a bound on waiting for the replicas to agree, never a measurement
+SERVER_ID = f"|server|{SERVER}"
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def tool_calls(
+    turns: list[str],
+    *,
+    outcome: str = "failed",
+    tool: str = TOOL,
+    server: str = SERVER,
+    start_ns: int | None = None,
+) -> list[ReadableSpan]:
+    """One ``mcp.tool.call`` span per turn, a second apart, ending now-ish (span time)."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=RESOURCE)
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("replicas.harness")
+    start = start_ns if start_ns is not None else time.time_ns() - len(turns) * 10**9
+    for index, turn in enumerate(turns):
+        began = start + index * 10**9
+        span = tracer.start_span("mcp.tool.call", kind=SpanKind.CLIENT, start_time=began)
+        span.set_attributes(
+            {
+                "mcp.tool.name": tool,
+                "mcp.server.name": server,
+                "mcp.tool.outcome": outcome,
+                "mcp.turn.id": turn,
+            }
+        )
+        if outcome == "failed":
+            span.set_attribute("mcp.tool.error", SESSION_CLOSED)
+        span.end(end_time=began + 200_000_000)
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def open_the_server(replica: ReplicaProcess, prefix: str = "fail") -> None:
+    """Three session failures in three turns: the server's (and the tool's) circuit opens."""
+    spans = tool_calls([f"{prefix}-{i}" for i in range(3)])
+    assert export_grpc(replica.otlp, spans).name == "SUCCESS"
+
+
+def server_state(replica: ReplicaProcess) -> int | None:
+    for advisory in replica.state().advisories:
+        if advisory.id == SERVER_ID:
+            return int(advisory.state)
+    return None
+
+
+def agree(replicas: list[ReplicaProcess], what: str = "the replicas to agree") -> None:
+    """Wait until every replica shows the same circuits (states and expiries)."""
+    seen: list[object] = []
+
+    def same() -> bool:
+        views = [circuits_of(r.state()) for r in replicas]
+        seen[:] = views
+        return bool(views[0]) and all(v == views[0] for v in views)
+
+    wait_until(same, SETTLE_S, f"{what}: {seen}")
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def next_hop() -> Iterator[CaptureCollector]:
+    collector = CaptureCollector().start()
+    yield collector
+    collector.stop()
+
+
+@pytest.fixture
+def three(
+    redis: RedisServer, next_hop: CaptureCollector, tmp_path: Path
+) -> Iterator[list[ReplicaProcess]]:
+    replicas = [
+        ReplicaProcess(name, redis.url, tmp_path, f"forward.endpoint={next_hop.endpoint}")
+        for name in ("r1", "r2", "r3")
+    ]
+    for replica in replicas:
+        replica.start()
+    yield replicas
+    for replica in replicas:
+        replica.kill()
+
+
+def test_a_failure_seen_at_one_replica_is_known_at_every_other(
+    three: list[ReplicaProcess], next_hop: CaptureCollector
+) -> None:
+    r1, r2, r3 = three
+    mirror = AdvisoryClient(r2.advisories, harness="harness-on-r2")
+    try:
+        assert mirror.wait_until_synced(20)
+        open_the_server(r1)
+        wait_until(lambda: server_state(r3) == pb.STATE_OPEN, SETTLE_S, "r3 to hear of it")
+
+        # The next call, sent to r3, is a dead call on its forwarded span.
+        (next_call,) = tool_calls(["after"], start_ns=time.time_ns())
+        assert export_grpc(r3.otlp, [next_call]).name == "SUCCESS"
+        span_id = next_call.context.span_id.to_bytes(8, "big")
+        wait_until(lambda: span_id in {s.span_id for s in next_hop.spans()}, SETTLE_S)
+        (forwarded,) = [s for s in next_hop.spans() if s.span_id == span_id]
+        attributes = {kv.key: kv.value for kv in forwarded.attributes}
+        assert attributes["mcp.breaker.dead_call"].bool_value is True
+        assert attributes["mcp.breaker.rule"].string_value == "server"
+
+        # Check at r2 says DENY, and r2's subscriber holds the advisory.
+        denied = r2.check(server=SERVER, tool=TOOL, turn="a-new-turn")
+        assert denied.verdict == pb.VERDICT_DENY
+        assert denied.advisory.id == SERVER_ID
+        wait_until(
+            lambda: mirror.check("a-new-turn", SERVER, TOOL).refused,
+            SETTLE_S,
+            "r2's subscriber to hold the advisory",
+        )
+        agree(three)
+        assert r2.state().shared_state.startswith("redis: up")
+    finally:
+        mirror.close()
+
+
+def test_exactly_one_probe_permit_across_all_replicas_and_an_unanswered_one_expires(
+    redis: RedisServer, tmp_path: Path
+) -> None:
+    settings = ("breaker.open_base_s=2", "breaker.open_max_s=2", "breaker.probe_lease_s=3")
+    replicas = [
+        ReplicaProcess(n, redis.url, tmp_path, *settings).start() for n in ("p1", "p2", "p3")
+    ]
+    try:
+        open_the_server(replicas[0])
+        agree(replicas)
+        time.sleep(2.5)  # the open period (2 s, jittered by 10%) is over: half-open
+
+        def ask(index: int) -> int:
+            response = replicas[index % 3].check(server=SERVER, tool="a_sibling", turn=f"t{index}")
+            return int(response.verdict)
+
+        with ThreadPoolExecutor(max_workers=50) as pool:
+            verdicts = list(pool.map(ask, range(50)))
+        assert verdicts.count(pb.VERDICT_PROBE) == 1, verdicts
+        assert verdicts.count(pb.VERDICT_DENY) == 49
+
+        # The probe never reports back: its lease (3 s) runs out, and a permit is free again.
+        def granted() -> bool:
+            return ask(7) == pb.VERDICT_PROBE
+
+        wait_until(granted, SETTLE_S, "the lease to expire")
+    finally:
+        for replica in replicas:
+            replica.kill()
+
+
+def test_a_killed_replica_comes_back_with_the_same_circuits_and_deadlines(
+    three: list[ReplicaProcess],
+) -> None:
+    r1, r2, r3 = three
+    open_the_server(r1)
+    agree(three)
+    before = circuits_of(r1.state())
+    assert {state for state, _ in before.values()} == {pb.STATE_OPEN}
+
+    r2.kill()
+    r2.start()  # replays the stream before /readyz says yes
+    assert circuits_of(r2.state()) == before
+
+    # A rolling restart of all three: the circuit stays open, its deadline unmoved.
+    for replica in three:
+        assert replica.stop() in (0, 1)
+        replica.start()
+        agree(three, f"after restarting {replica.name}")
+    assert circuits_of(r3.state()) == before
+
+
+def test_redis_lost_mid_stream_costs_no_span_and_the_replicas_converge_after(
+    redis: RedisServer, next_hop: CaptureCollector, tmp_path: Path
+) -> None:
+    forward = f"forward.endpoint={next_hop.endpoint}"
+    replicas = [ReplicaProcess(n, redis.url, tmp_path, forward).start() for n in ("d1", "d2")]
+    d1, d2 = replicas
+    sent: list[ReadableSpan] = []
+    up_seen: list[float | None] = []
+    stop = threading.Event()
+
+    def watch_gauge() -> None:
+        while not stop.is_set():
+            up_seen.append(d1.metric("mcp_breaker_shared_state_up"))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch_gauge, daemon=True)
+    watcher.start()
+    try:
+        for batch in range(20):
+            spans = tool_calls([f"ok-{batch}-{i}" for i in range(5)], outcome="ok")
+            assert export_grpc(replicas[batch % 2].otlp, spans).name == "SUCCESS"
+            sent += spans
+            if batch == 6:
+                redis.kill()
+                wait_until(lambda: 0.0 in up_seen, SETTLE_S, "the gauge to say Redis is away")
+            if batch == 13:
+                redis.start()
+                wait_until(lambda: up_seen[-1:] == [1.0], SETTLE_S, "the gauge to come back")
+        wait_until(lambda: next_hop.span_count() >= len(sent), SETTLE_S, "every span forwarded")
+        got = {s.span_id for s in next_hop.spans()}
+        assert got == {s.context.span_id.to_bytes(8, "big") for s in sent}  # nothing lost
+        assert 0.0 in up_seen and up_seen[-1] == 1.0
+        assert up_seen.index(0.0) < len(up_seen) - 1
+
+        # Shared again: a failure at d1 is known at d2.
+        open_the_server(d1, prefix="after-redis")
+        wait_until(lambda: server_state(d2) == pb.STATE_OPEN, SETTLE_S, "d2 to hear of it")
+        agree(replicas)
+        assert "Redis unavailable" in d1.log_path.read_text()
+    finally:
+        stop.set()
+        watcher.join(timeout=5)
+        for replica in replicas:
+            replica.kill()
+
+
+def subscribe(
+    replica: ReplicaProcess, **resume: object
+) -> tuple[grpc.Channel, Iterator[pb.SubscribeResponse]]:
+    channel = grpc.insecure_channel(replica.advisories)
+    stub = pb_grpc.AdvisoriesStub(channel)  # type: ignore[no-untyped-call]
+    return channel, stub.Subscribe(pb.SubscribeRequest(subscriber_name="t", **resume))
+
+
+def test_a_subscriber_resumes_at_another_replica_with_exactly_what_it_missed(
+    three: list[ReplicaProcess],
+) -> None:
+    r1, r2, r3 = three
+    open_the_server(r1)
+    agree(three)
+    channel, stream = subscribe(r1)
+    first = next(stream)
+    assert first.WhichOneof("kind") == "snapshot"
+    epoch, seq = first.epoch, first.seq
+    channel.close()  # gone at this seq
+
+    # Meanwhile: another server dies, seen at r3.
+    other = tool_calls([f"db-{i}" for i in range(3)], tool="query", server="db")
+    assert export_grpc(r3.otlp, other).name == "SUCCESS"
+    wait_until(lambda: any(a.server == "db" for a in r2.state().advisories), SETTLE_S)
+    agree(three, "every replica to hold the db circuits")
+    last = r3.state().seq
+    wait_until(lambda: r2.state().seq >= last, SETTLE_S, "r2 to number as far")
+
+    witness_channel, witness = subscribe(r3, resume_epoch=epoch, resume_after_seq=seq)
+    resumed_channel, resumed = subscribe(r2, resume_epoch=epoch, resume_after_seq=seq)
+    try:
+        expected = _changes_through(witness, last)
+        got = _changes_through(resumed, last)
+        assert got and [m.WhichOneof("kind") for m in got] == ["change"] * len(got)
+        assert [(m.seq, m.change.id, m.change.state) for m in got] == [
+            (m.seq, m.change.id, m.change.state) for m in expected
+        ]
+        assert {m.change.server for m in got} == {"db"}
+    finally:
+        witness_channel.close()
+        resumed_channel.close()
+
+
+def _changes_through(
+    stream: Iterator[pb.SubscribeResponse], last: int
+) -> list[pb.SubscribeResponse]:
+    """A resumed stream's messages up to the change numbered ``last`` (heartbeats aside)."""
+    got = []
+    for message in stream:
+        if message.WhichOneof("kind") == "heartbeat":
+            continue
+        got.append(message)
+        if message.seq >= last:
+            break
+    return got
+
+
+def test_an_operators_force_at_one_replica_holds_at_every_replica(
+    redis: RedisServer, tmp_path: Path
+) -> None:
+    replicas = [
+        ReplicaProcess(n, redis.url, tmp_path, "advisories.admin_tokens=sesame").start()
+        for n in ("o1", "o2", "o3")
+    ]
+    o1, o2, o3 = replicas
+    token = (("authorization", "Bearer sesame"),)
+    try:
+        with grpc.insecure_channel(o1.advisories) as channel:
+            admin = pb_grpc.AdminStub(channel)  # type: ignore[no-untyped-call]
+            forced = admin.ForceCircuit(
+                pb.ForceCircuitRequest(
+                    server="payments", open=True, duration_seconds=600, reason="maintenance"
+                ),
+                metadata=token,
+                timeout=10,
+            )
+        assert forced.advisory.state == pb.STATE_FORCED_OPEN
+        for replica in replicas:
+            wait_until(
+                lambda r=replica: (
+                    r.check(server="payments", tool="charge").verdict == pb.VERDICT_DENY
+                ),
+                SETTLE_S,
+                f"{replica.name} to refuse",
+            )
+        agree(replicas)
+        with grpc.insecure_channel(o3.advisories) as channel:
+            admin = pb_grpc.AdminStub(channel)  # type: ignore[no-untyped-call]
+            released = admin.ReleaseCircuit(
+                pb.ReleaseCircuitRequest(server="payments", reason="done"),
+                metadata=token,
+                timeout=10,
+            )
+        assert released.released
+        for replica in replicas:
+            wait_until(
+                lambda r=replica: (
+                    r.check(server="payments", tool="charge").verdict == pb.VERDICT_ALLOW
+                ),
+                SETTLE_S,
+                f"{replica.name} to allow",
+            )
+        assert "forced server 'payments' open" in o1.log_path.read_text()
+        assert o2.state().advisories == o3.state().advisories
+    finally:
+        for replica in replicas:
+            replica.kill()
+
+
+def test_a_replica_that_starts_without_redis_decides_alone_and_catches_up(
+    tmp_path: Path,
+) -> None:
+    redis = RedisServer(tmp_path / "redis")  # not started yet
+    alone = ReplicaProcess("alone", redis.url, tmp_path, "state.redis.startup_wait_s=1")
+    alone.start()  # ready: forwarding works without Redis
+    try:
+        assert alone.metric("mcp_breaker_shared_state_up") == 0.0
+        open_the_server(alone)
+        wait_until(lambda: server_state(alone) == pb.STATE_OPEN, SETTLE_S, "decided alone")
+        assert alone.check(server=SERVER, tool=TOOL, turn="x").verdict == pb.VERDICT_DENY
+        assert alone.state().shared_state.startswith("redis: down")
+        redis.start()
+        wait_until(lambda: alone.metric("mcp_breaker_shared_state_up") == 1.0, SETTLE_S)
+        # What it decided alone reaches the others: a replica started now replays it.
+        wait_until(
+            lambda: (alone.metric("mcp_breaker_shared_events_appended_total") or 0) >= 3,
+            SETTLE_S,
+        )
+        late = ReplicaProcess("late", redis.url, tmp_path).start()
+        try:
+            wait_until(lambda: server_state(late) == pb.STATE_OPEN, SETTLE_S, "replayed")
+        finally:
+            late.kill()
+    finally:
+        alone.kill()
+        redis.stop()
