@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import LOOPBACK, free_port, wait_until
+from tests.support import LOOPBACK, free_port, terminate, wait_until
 
 LOG_TAIL_LINES = 60
 
@@ -114,14 +114,7 @@ class PrometheusServer:
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
+        terminate(process)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         if not self.log_path.exists():

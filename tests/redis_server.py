@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import LOOPBACK, free_port, wait_until
+from tests.support import LOOPBACK, free_port, terminate, wait_until
 
 
 class RedisServer:
@@ -84,11 +84,4 @@ class RedisServer:
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
+        terminate(process)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -44,6 +45,18 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((LOOPBACK, 0))
         return int(sock.getsockname()[1])
+
+
+def terminate(process: subprocess.Popen[bytes] | None, timeout_s: float = 30.0) -> None:
+    """SIGTERM a child that still runs, and SIGKILL it if it will not go."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout_s)
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float = 20.0, what: str = "") -> None:
