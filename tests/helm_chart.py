@@ -35,7 +35,7 @@ CONFIGURATION_DOC = ROOT / "docs" / "configuration.md"
 # As the Collector chart's examples are rendered: release "example" in "default".
 RELEASE, NAMESPACE = "example", "default"
 NOTES = "templates/NOTES.txt"
-# The keys the chart writes itself (from `ports`, `listenAddress`, `advisoryTls`): the
+# The keys the chart writes itself (from `ports`, `listenAddress`, `advisoryTls`, `redis`): the
 # schema leaves them out of `config`, so setting them there fails `helm install`.
 CHART_OWNED: tuple[Leaf, ...] = (
     ("receivers", "grpc", "enabled"),
@@ -47,7 +47,13 @@ CHART_OWNED: tuple[Leaf, ...] = (
     ("advisories", "enabled"),
     ("advisories", "endpoint"),
     ("advisories", "tls"),
+    # From `redis`: the backend, where Redis is and who logs in (the password is a secret).
+    ("state", "backend"),
+    ("state", "redis", "url"),
+    ("state", "redis", "username"),
+    ("state", "redis", "password_file"),
 )
+REDIS_TEMPLATES = "redis-"  # the embedded Redis's templates
 CHECKSUM_LINE = re.compile(r"^\s*checksum/[a-z]+: [0-9a-f]{64}$")
 
 
@@ -84,7 +90,12 @@ def manifests(rendered: Mapping[str, str]) -> Iterator[tuple[str, dict[str, Any]
 
 
 def one(rendered: Mapping[str, str], kind: str) -> dict[str, Any]:
-    found = [doc for _, doc in manifests(rendered) if doc["kind"] == kind]
+    """The service's own object of this kind (the embedded Redis's are redis-*.yaml)."""
+    found = [
+        doc
+        for path, doc in manifests(rendered)
+        if doc["kind"] == kind and not Path(path).name.startswith(REDIS_TEMPLATES)
+    ]
     assert len(found) == 1, f"expected one {kind}, got {len(found)}"
     return found[0]
 

@@ -15,9 +15,10 @@ from tests.support import LOOPBACK, free_port, terminate, wait_until
 
 
 class RedisServer:
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
+    def __init__(self, workdir: Path, port: int | None = None, *, password: str = "") -> None:
         self.workdir = workdir
         self.port = port or free_port()
+        self.password = password  # requirepass: clients must AUTH with it
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -48,6 +49,7 @@ class RedisServer:
                 str(self.workdir),
                 "--protected-mode",
                 "no",
+                *(["--requirepass", self.password] if self.password else []),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -62,7 +64,8 @@ class RedisServer:
         try:
             with socket.create_connection((LOOPBACK, self.port), timeout=1) as sock:
                 sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
+                # Behind a password PING is refused, but answered: the server is up.
+                return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
         except OSError:
             return False
 

@@ -13,18 +13,26 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import grpc
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from tests.sdk import RESOURCE
 from tests.support import LISTEN_KEYS, LOOPBACK, free_port, wait_until
 
 START_TIMEOUT_S = 60.0
+SERVER, TOOL = "playwright", "browser_navigate"
+SESSION_CLOSED = "mcp-beaver: upstream MCP session is closed"
 
 
 class ReplicaProcess:
@@ -128,3 +136,35 @@ def circuits_of(state: pb.GetStateResponse) -> dict[tuple[int, str, str], tuple[
         for a in state.advisories
         if a.scope in (pb.SCOPE_SERVER, pb.SCOPE_TOOL)
     }
+
+
+def tool_calls(
+    turns: list[str],
+    *,
+    outcome: str = "failed",
+    tool: str = TOOL,
+    server: str = SERVER,
+    start_ns: int | None = None,
+) -> list[ReadableSpan]:
+    """One ``mcp.tool.call`` span per turn, a second apart, ending now-ish (span time)."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=RESOURCE)
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("replicas.harness")
+    start = start_ns if start_ns is not None else time.time_ns() - len(turns) * 10**9
+    for index, turn in enumerate(turns):
+        began = start + index * 10**9
+        span = tracer.start_span("mcp.tool.call", kind=SpanKind.CLIENT, start_time=began)
+        span.set_attributes(
+            {
+                "mcp.tool.name": tool,
+                "mcp.server.name": server,
+                "mcp.tool.outcome": outcome,
+                "mcp.turn.id": turn,
+            }
+        )
+        if outcome == "failed":
+            span.set_attribute("mcp.tool.error", SESSION_CLOSED)
+        span.end(end_time=began + 200_000_000)
+    provider.shutdown()
+    return list(memory.get_finished_spans())

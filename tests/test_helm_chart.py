@@ -133,6 +133,15 @@ EVERYTHING: dict[str, Any] = {
     "podMonitor": {"enabled": True, "interval": "15s", "extraLabels": {"release": "prom"}},
     "prometheusRule": {"enabled": True, "extraLabels": {"release": "prom"}},
     "grafanaDashboard": {"enabled": True, "namespace": "monitoring"},
+    "redis": {
+        "enabled": True,
+        "password": "redis-pw",
+        "embedded": {
+            "enabled": True,
+            "image": {"digest": "sha256:" + "cd" * 32},
+            "resources": {"limits": {"memory": "256Mi"}},
+        },
+    },
 }
 CASES = {"defaults": {}, **{name: example_values(name) for name in examples()}}
 CASES["every-template"] = EVERYTHING
@@ -226,7 +235,12 @@ def test_the_committed_rendered_output_is_current(name: str) -> None:
 
 
 def test_the_examples_are_the_documented_ones() -> None:
-    assert examples() == ["minimal", "with-prometheus-operator", "with-tls"]
+    assert examples() == [
+        "minimal",
+        "with-prometheus-operator",
+        "with-redis-and-3-replicas",
+        "with-tls",
+    ]
     readme = (EXAMPLES_DIR / "README.md").read_text(encoding="utf-8")
     for name in examples():
         assert f"[`{name}`]({name}/values.yaml)" in readme
@@ -247,6 +261,15 @@ BAD_VALUES = {
     "a chart-owned key in config": (
         {"config": {"receivers": {"grpc": {"endpoint": ":1"}}}},
         "endpoint",
+    ),
+    "the state backend in config": ({"config": {"state": {"backend": "redis"}}}, "backend"),
+    "the Redis password in config": (
+        {"config": {"state": {"redis": {"password": "pw"}}}},
+        "password",
+    ),
+    "a Redis url with a password": (
+        {"redis": {"enabled": True, "url": "redis://:pw@redis:6379/0"}},
+        "url",
     ),
 }
 
@@ -311,13 +334,14 @@ def test_the_config_map_passes_check_config(
 def test_secrets_reach_the_pod_by_environment_never_by_the_config_map(tmp_path: Path) -> None:
     rendered = render(EVERYTHING)
     text = config_file(rendered)
-    for secret in ("tok-a", "team-a", "admin-1", "x-api-key", "key=with=equals"):
+    for secret in ("tok-a", "team-a", "admin-1", "x-api-key", "key=with=equals", "redis-pw"):
         assert secret not in text
     env = secret_env(rendered)
     assert env == {
         "MCP_BREAKER_ADVISORIES_TOKENS": "tok-a=team-a,tok-b=team-b",
         "MCP_BREAKER_ADVISORIES_ADMIN_TOKENS": "admin-1",
         "MCP_BREAKER_FORWARD_HEADERS": "x-api-key=key=with=equals",
+        "MCP_BREAKER_STATE_REDIS_PASSWORD": "redis-pw",
     }
     check_config(text, tmp_path, env)
     # And the service reads them as the values were meant.
@@ -328,6 +352,7 @@ def test_secrets_reach_the_pod_by_environment_never_by_the_config_map(tmp_path: 
     assert config.advisories.tokens == {"tok-a": "team-a", "tok-b": "team-b"}
     assert config.advisories.admin_tokens == ("admin-1",)
     assert config.forward.headers == {"x-api-key": "key=with=equals"}
+    assert config.state.redis.password == "redis-pw"
     assert config.advisories.tls.client_ca_file == "/etc/mcp-breaker/client-ca/ca.crt"
     # A change of a secret rolls the pods, as a change of the config does.
     annotations = one(rendered, "Deployment")["spec"]["template"]["metadata"]["annotations"]
@@ -349,6 +374,61 @@ def test_an_existing_secret_is_referenced_with_every_key_optional() -> None:
             ("MCP_BREAKER_FORWARD_HEADERS", "forward-headers"),
         ]
     }
+
+
+def test_the_redis_example_shares_state_with_the_password_from_its_secret(
+    tmp_path: Path,
+) -> None:
+    rendered = render(example_values("with-redis-and-3-replicas"))
+    assert one(rendered, "Deployment")["spec"]["replicas"] == 3
+    config = yaml.safe_load(config_file(rendered))
+    assert config["state"] == {
+        "backend": "redis",
+        "redis": {
+            "url": "redis://redis-master.redis.svc.cluster.local:6379/0",
+            "key_prefix": "mcp-breaker-prod",
+        },
+    }
+    # The user's Secret, by name and key; the chart makes none and runs no Redis of its own.
+    (env,) = container(rendered)["env"]
+    assert env == {
+        "name": "MCP_BREAKER_STATE_REDIS_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": "redis", "key": "redis-password"}},
+    }
+    kinds = {doc["kind"] for _, doc in manifests(rendered)}
+    assert "Secret" not in kinds and "templates/redis-deployment.yaml" not in rendered
+    check_config(config_file(rendered), tmp_path, {env["name"]: "from-the-secret"})
+
+
+def test_the_embedded_redis_is_what_the_pods_are_pointed_at() -> None:
+    values = {"redis": {"enabled": True, "password": "redis-pw", "embedded": {"enabled": True}}}
+    rendered = render(with_values(values, **{"networkPolicy.enabled": True}))
+    redis_service = yaml.safe_load(rendered["templates/redis-service.yaml"])
+    redis_pod = yaml.safe_load(rendered["templates/redis-deployment.yaml"])["spec"]["template"]
+    name, port = redis_service["metadata"]["name"], redis_service["spec"]["ports"][0]["port"]
+    url = yaml.safe_load(config_file(rendered))["state"]["redis"]["url"]
+    assert url == f"redis://{name}.{NAMESPACE}.svc:{port}/0"
+    # Its Service selects the Redis pod, and the service's own Service does not.
+    redis_labels = redis_pod["metadata"]["labels"]
+    assert redis_service["spec"]["selector"].items() <= redis_labels.items()
+    hop_selector = one(rendered, "Service")["spec"]["selector"]
+    assert not hop_selector.items() <= redis_labels.items()
+    # It requires the password the pods log in with: the same Secret key.
+    (redis_container,) = redis_pod["spec"]["containers"]
+    assert redis_container["args"][-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
+    (password_env,) = redis_container["env"]
+    pod_env = {e["name"]: e for e in container(rendered)["env"]}
+    assert (
+        password_env["valueFrom"]
+        == pod_env["MCP_BREAKER_STATE_REDIS_PASSWORD"]["valueFrom"]
+        == {"secretKeyRef": {"name": "example-mcp-breaker", "key": "redis-password"}}
+    )
+    assert secret_env(rendered)["MCP_BREAKER_STATE_REDIS_PASSWORD"] == "redis-pw"
+    # Only this release's pods may reach it.
+    policies = [doc for _, doc in manifests(rendered) if doc["kind"] == "NetworkPolicy"]
+    (guard,) = [p for p in policies if p["metadata"]["name"] == name]
+    assert guard["spec"]["podSelector"]["matchLabels"] == redis_service["spec"]["selector"]
+    assert guard["spec"]["ingress"][0]["from"] == [{"podSelector": {"matchLabels": hop_selector}}]
 
 
 REFUSED = {
@@ -380,6 +460,41 @@ REFUSED = {
     "probes on a disabled metrics port": (
         {"ports": {"metrics": {"enabled": False}}},
         "give livenessProbe another check",
+    ),
+    "shared state without a Redis": ({"redis": {"enabled": True}}, "needs redis.url"),
+    "both a Redis url and the embedded Redis": (
+        {"redis": {"enabled": True, "url": "redis://r:6379/0", "embedded": {"enabled": True}}},
+        "not both",
+    ),
+    "an embedded Redis nothing uses": (
+        {"redis": {"embedded": {"enabled": True}}},
+        "set redis.enabled too",
+    ),
+    "a Redis password twice": (
+        {
+            "redis": {
+                "enabled": True,
+                "url": "redis://r:6379/0",
+                "existingSecret": "r",
+                "password": "abc==",
+            }
+        },
+        "put the password in that Secret",
+    ),
+    "a Redis password with no Secret to hold it": (
+        {
+            "secrets": {"existingSecret": "s"},
+            "redis": {"enabled": True, "url": "redis://r:6379/0", "password": "abc=="},
+        },
+        "name it in redis.existingSecret",
+    ),
+    "credentials in the Redis url": (
+        {"redis": {"enabled": True, "url": "redis://user:abc==@r:6379/0"}},
+        "must not hold credentials",
+    ),
+    "the Redis url in config": (
+        {"config": {"state": {"redis": {"url": "redis://r:6379/0"}}}},
+        "use redis.url or redis.embedded.enabled instead",
     ),
     "a ServiceMonitor without a Service": (
         {"serviceMonitor": {"enabled": True}, "service": {"enabled": False}},
@@ -563,6 +678,18 @@ NOTES_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
             "No next hop is set",
             "No advisory tokens are set",
         ],
+    ),
+    "with-redis-and-3-replicas": (
+        example_values("with-redis-and-3-replicas"),
+        ["share one breaker through Redis at redis://redis-master.redis.svc.cluster.local"],
+    ),
+    "embedded Redis": (
+        {"redis": {"enabled": True, "embedded": {"enabled": True}}},
+        ["NOT FOR PRODUCTION", "Set redis.url to a Redis you run"],
+    ),
+    "replicas without Redis": (
+        {"replicaCount": 3},
+        ["3 replicas without shared state", "Set redis.enabled and\nredis.url"],
     ),
     "with-tls": (
         example_values("with-tls"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -28,7 +29,9 @@ import pytest
 
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
-from tests.helm_chart import config_file, example_values, one, render
+from tests.helm_chart import config_file, example_values, manifests, one, render
+from tests.redis_server import RedisServer
+from tests.replicas import SERVER, TOOL, tool_calls
 from tests.sdk import export_grpc, export_http, record_spans
 from tests.support import LOOPBACK, CaptureCollector, free_port, wait_until
 from tests.test_dockerfile import stages
@@ -41,7 +44,12 @@ PORT_NAMES = ("otlp", "otlp-http", "metrics", "advisories")
 class Pod:
     """The rendered container, run as a local process."""
 
-    def __init__(self, rendered: dict[str, str], workdir: Path) -> None:
+    def __init__(
+        self,
+        rendered: dict[str, str],
+        workdir: Path,
+        cluster_secrets: dict[str, dict[str, str]] | None = None,
+    ) -> None:
         spec = one(rendered, "Deployment")["spec"]["template"]["spec"]
         (self.container,) = spec["containers"]
         self.grace_s = float(spec["terminationGracePeriodSeconds"])
@@ -49,25 +57,34 @@ class Pod:
         # The ConfigMap volume, where the container mounts it.
         (mount,) = [m for m in self.container["volumeMounts"] if m["name"] == "config"]
         config_dir = workdir / "config"
-        config_dir.mkdir()
+        config_dir.mkdir(parents=True)
         (config_dir / "config.yaml").write_text(config_file(rendered), encoding="utf-8")
         args = [a.replace(mount["mountPath"], str(config_dir)) for a in self.container["args"]]
         _, final = stages()
         entrypoint = json.loads(final.all("ENTRYPOINT")[-1])
         self.command = [*entrypoint, *args]
-        self.env = self._environment(rendered)
+        self.env = self._environment(rendered, cluster_secrets or {})
         self.log_path = workdir / "pod.log"
         self.process: subprocess.Popen[bytes] | None = None
 
-    def _environment(self, rendered: dict[str, str]) -> dict[str, str]:
-        secret = one(rendered, "Secret")["data"]
+    def _environment(
+        self, rendered: dict[str, str], cluster_secrets: dict[str, dict[str, str]]
+    ) -> dict[str, str]:
+        """The container's env: each secretKeyRef read from the Secret it names, the
+        chart's (decoded from the render) or one the cluster already holds."""
+        by_name = dict(cluster_secrets)
+        for _, doc in manifests(rendered):
+            if doc["kind"] == "Secret":
+                data = doc["data"].items()
+                by_name[doc["metadata"]["name"]] = {
+                    k: base64.b64decode(v).decode() for k, v in data
+                }
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BREAKER_")}
         # The image puts the environment's bin/ first on PATH; here that is this venv's.
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         for item in self.container.get("env", []):
             ref = item.get("valueFrom", {}).get("secretKeyRef")
-            value = base64.b64decode(secret[ref["key"]]).decode() if ref else item["value"]
-            env[item["name"]] = value
+            env[item["name"]] = by_name[ref["name"]][ref["key"]] if ref else item["value"]
         return env
 
     def start(self) -> Pod:
@@ -173,3 +190,64 @@ def test_the_pod_takes_spans_forwards_them_and_stops_clean(
     assert f"every accepted span was delivered to {next_hop.endpoint}" in pod.log()
     assert next_hop.span_count() == sent
     assert TOKEN not in pod.log()
+
+
+def test_three_pods_on_one_redis_decide_as_one(next_hop: CaptureCollector, tmp_path: Path) -> None:
+    """The Redis example's three pods, on a real redis-server that requires a password: the
+    password comes from the Secret the example names (here, as the cluster would hold it),
+    and a failure sent to one pod refuses the next call at the others."""
+    password = "redis-" + secrets.token_hex(12)
+    redis = RedisServer(tmp_path / "redis", password=password).start()
+    pods: list[Pod] = []
+    try:
+        values: dict[str, Any] = example_values("with-redis-and-3-replicas")
+        values["config"]["forward"]["endpoint"] = next_hop.endpoint
+        values["redis"]["url"] = redis.url
+        values["listenAddress"] = LOOPBACK
+        replicas = values["replicaCount"]
+        cluster = {values["redis"]["existingSecret"]: {values["redis"]["passwordKey"]: password}}
+        for index in range(replicas):
+            # One render per pod: on one machine each needs ports of its own.
+            values["ports"] = {name: {"containerPort": free_port()} for name in PORT_NAMES}
+            pods.append(Pod(render(values), tmp_path / f"pod-{index}", cluster).start())
+        for pod in pods:
+            wait_until(lambda p=pod: p.probe("readinessProbe") == 200, START_S, pod.log())
+        first, *others = pods
+        for pod in pods:
+            assert state_of(pod).shared_state.startswith("redis: up"), pod.log()
+
+        # Three session failures reach the first pod only.
+        failing = tool_calls([f"turn-{i}" for i in range(3)])
+        assert export_grpc(f"{LOOPBACK}:{first.ports['otlp']}", failing).name == "SUCCESS"
+        for pod in others:
+            wait_until(
+                lambda p=pod: refused_at(p),
+                START_S,
+                f"the server's circuit to open at every pod\n{pod.log()}",
+            )
+        wait_until(lambda: next_hop.span_count() == len(failing), START_S, first.log())
+        for pod in pods:
+            assert pod.stop() == 0, pod.log()
+            assert password not in pod.log()
+    finally:
+        for pod in pods:
+            if pod.process is not None and pod.process.poll() is None:
+                pod.process.kill()
+                pod.process.wait(30)
+        redis.stop()
+
+
+def state_of(pod: Pod) -> pb.GetStateResponse:
+    with grpc.insecure_channel(f"{LOOPBACK}:{pod.ports['advisories']}") as channel:
+        response: pb.GetStateResponse = pb_grpc.AdvisoriesStub(channel).GetState(
+            pb.GetStateRequest(), timeout=10
+        )
+        return response
+
+
+def refused_at(pod: Pod) -> bool:
+    with grpc.insecure_channel(f"{LOOPBACK}:{pod.ports['advisories']}") as channel:
+        response: pb.CheckResponse = pb_grpc.AdvisoriesStub(channel).Check(
+            pb.CheckRequest(server=SERVER, tool=TOOL, turn="a-new-turn"), timeout=10
+        )
+    return bool(response.verdict == pb.VERDICT_DENY)

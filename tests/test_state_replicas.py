@@ -17,57 +17,20 @@ from pathlib import Path
 
 import grpc
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.sdk.trace import ReadableSpan
 
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.client import AdvisoryClient
 from tests.redis_server import RedisServer
-from tests.replicas import ReplicaProcess, circuits_of
-from tests.sdk import RESOURCE, export_grpc
+from tests.replicas import SERVER, TOOL, ReplicaProcess, circuits_of, tool_calls
+from tests.sdk import export_grpc
 from tests.support import CaptureCollector, wait_until
 
-SERVER, TOOL = "playwright", "browser_navigate"
-SESSION_CLOSED = "mcp-beaver: upstream MCP session is closed"
 SETTLE_S = 30.0  # a bound on waiting for the replicas to agree, never a measurement
 SERVER_ID = f"|server|{SERVER}"
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def tool_calls(
-    turns: list[str],
-    *,
-    outcome: str = "failed",
-    tool: str = TOOL,
-    server: str = SERVER,
-    start_ns: int | None = None,
-) -> list[ReadableSpan]:
-    """One ``mcp.tool.call`` span per turn, a second apart, ending now-ish (span time)."""
-    memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=RESOURCE)
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("replicas.harness")
-    start = start_ns if start_ns is not None else time.time_ns() - len(turns) * 10**9
-    for index, turn in enumerate(turns):
-        began = start + index * 10**9
-        span = tracer.start_span("mcp.tool.call", kind=SpanKind.CLIENT, start_time=began)
-        span.set_attributes(
-            {
-                "mcp.tool.name": tool,
-                "mcp.server.name": server,
-                "mcp.tool.outcome": outcome,
-                "mcp.turn.id": turn,
-            }
-        )
-        if outcome == "failed":
-            span.set_attribute("mcp.tool.error", SESSION_CLOSED)
-        span.end(end_time=began + 200_000_000)
-    provider.shutdown()
-    return list(memory.get_finished_spans())
 
 
 def open_the_server(replica: ReplicaProcess, prefix: str = "fail") -> None:

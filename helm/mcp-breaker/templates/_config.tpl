@@ -30,6 +30,13 @@ where the defaults say). The secret keys come from the environment, never from t
     "enabled" $ports.metrics.enabled
     "metrics_endpoint" (printf "%s:%d" $host (int $ports.metrics.containerPort)))
   "advisories" $advisories -}}
+{{- if .Values.redis.enabled }}
+{{- $redis := dict "url" (include "mcp-breaker.redisUrl" .) -}}
+{{- with .Values.redis.username }}
+{{- $_ := set $redis "username" . -}}
+{{- end }}
+{{- $_ := set $defaults "state" (dict "backend" "redis" "redis" $redis) -}}
+{{- end }}
 {{- toYaml $defaults }}
 {{- end }}
 
@@ -57,7 +64,12 @@ values.schema.json already rejects most of these; this says why, and holds with
   (list "advisories.tls" "advisoryTls")
   (list "advisories.tokens" "secrets.advisoryTokens or secrets.existingSecret: it is a secret")
   (list "advisories.admin_tokens" "secrets.advisoryAdminTokens or secrets.existingSecret: it is a secret")
-  (list "forward.headers" "secrets.forwardHeaders or secrets.existingSecret: they can hold credentials") -}}
+  (list "forward.headers" "secrets.forwardHeaders or secrets.existingSecret: they can hold credentials")
+  (list "state.backend" "redis.enabled")
+  (list "state.redis.url" "redis.url or redis.embedded.enabled")
+  (list "state.redis.username" "redis.username")
+  (list "state.redis.password" "redis.password or redis.existingSecret: it is a secret")
+  (list "state.redis.password_file" "redis.existingSecret") -}}
 {{- range $rule := $owned }}
 {{- $node := $.Values.config -}}
 {{- $found := true -}}
@@ -93,6 +105,25 @@ values.schema.json already rejects most of these; this says why, and holds with
 {{- end }}
 {{- if and .Values.secrets.existingSecret (or .Values.secrets.advisoryTokens .Values.secrets.advisoryAdminTokens .Values.secrets.forwardHeaders) }}
 {{- fail "secrets.existingSecret is set: put the tokens and headers in that Secret, not in secrets.advisoryTokens, advisoryAdminTokens or forwardHeaders" }}
+{{- end }}
+{{- if .Values.redis.enabled }}
+{{- if and .Values.redis.url .Values.redis.embedded.enabled }}
+{{- fail "redis: set redis.url (your Redis) or redis.embedded.enabled (the chart's own), not both" }}
+{{- end }}
+{{- if not (or .Values.redis.url .Values.redis.embedded.enabled) }}
+{{- fail "redis.enabled needs redis.url (your Redis, the production answer) or redis.embedded.enabled (one pod, for trying it out)" }}
+{{- end }}
+{{- if and .Values.redis.existingSecret .Values.redis.password }}
+{{- fail "redis.existingSecret is set: put the password in that Secret, not in redis.password" }}
+{{- end }}
+{{- if and .Values.secrets.existingSecret .Values.redis.password (not .Values.redis.existingSecret) }}
+{{- fail "secrets.existingSecret is set, so the chart makes no Secret: put the Redis password in a Secret too and name it in redis.existingSecret" }}
+{{- end }}
+{{- if and .Values.redis.url (contains "@" .Values.redis.url) }}
+{{- fail "redis.url must not hold credentials: use redis.username, and redis.password or redis.existingSecret" }}
+{{- end }}
+{{- else if .Values.redis.embedded.enabled }}
+{{- fail "redis.embedded.enabled runs a Redis nothing would use: set redis.enabled too" }}
 {{- end }}
 {{- range $token, $tenant := .Values.secrets.advisoryTokens }}
 {{- if or (contains "," $token) (contains "=" $token) (contains "," (toString $tenant)) }}

@@ -68,7 +68,45 @@ The Secret the service's secret keys come from: the user's, or the one the chart
 {{- define "mcp-breaker.secretName" -}}
 {{- if .Values.secrets.existingSecret }}
 {{- .Values.secrets.existingSecret }}
-{{- else if or .Values.secrets.advisoryTokens .Values.secrets.advisoryAdminTokens .Values.secrets.forwardHeaders }}
+{{- else if or .Values.secrets.advisoryTokens .Values.secrets.advisoryAdminTokens .Values.secrets.forwardHeaders (and .Values.redis.enabled .Values.redis.password (not .Values.redis.existingSecret)) }}
 {{- include "mcp-breaker.fullname" . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Redis the replicas share: the user's (redis.url), or the chart's own single pod.
+*/}}
+{{- define "mcp-breaker.redisName" -}}
+{{- printf "%s-redis" (include "mcp-breaker.fullname" . | trunc 57 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "mcp-breaker.redisSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "mcp-breaker.name" . | trunc 57 | trimSuffix "-" }}-redis
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "mcp-breaker.redisLabels" -}}
+helm.sh/chart: {{ include "mcp-breaker.chart" . }}
+{{ include "mcp-breaker.redisSelectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: shared-state
+{{- end }}
+
+{{- define "mcp-breaker.redisUrl" -}}
+{{- if .Values.redis.url }}
+{{- .Values.redis.url }}
+{{- else }}
+{{- printf "redis://%s.%s.svc:6379/0" (include "mcp-breaker.redisName" .) (include "mcp-breaker.namespace" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Where the Redis password is: (Secret name, key), or nothing when there is no password.
+*/}}
+{{- define "mcp-breaker.redisPasswordRef" -}}
+{{- if .Values.redis.existingSecret }}
+{{- dict "name" .Values.redis.existingSecret "key" .Values.redis.passwordKey | toJson }}
+{{- else if .Values.redis.password }}
+{{- dict "name" (include "mcp-breaker.fullname" .) "key" "redis-password" | toJson }}
 {{- end }}
 {{- end }}

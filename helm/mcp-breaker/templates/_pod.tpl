@@ -27,6 +27,16 @@ The pod template of the workload: the container runs the image's entrypoint
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if .Values.redis.enabled }}
+{{- with include "mcp-breaker.redisPasswordRef" . }}
+{{- $ref := fromJson . }}
+- name: MCP_BREAKER_STATE_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $ref.name }}
+      key: {{ $ref.key }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{- define "mcp-breaker.podTemplate" -}}
