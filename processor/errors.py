@@ -5,8 +5,9 @@ return values, not exceptions. What is left is misuse and bad input::
 
     BreakerError
      ├── ConfigError          start-up configuration is invalid (lists every problem)
- ├── StartupError         a listener cannot bind, a file cannot be read
- ├── IllegalTransition    a state machine asked for a move its table forbids (a bug)
+     ├── StartupError         a listener cannot bind, a file cannot be read
+     ├── IllegalTransition    a state machine asked for a move its table forbids (a bug)
+     ├── QueueStorageError    the disk queue cannot write or read (a full or failing disk)
      └── InvalidRequest       an OTLP request cannot be decoded (client's fault)
           └── RequestTooLarge over a size limit, before or after decompression
 """
@@ -49,3 +50,10 @@ class IllegalTransition(BreakerError):
         self.source = source
         self.target = target
         super().__init__(f"{machine}: illegal transition from {source} to {target}")
+
+
+class QueueStorageError(BreakerError):
+    """The disk queue could not write or read a request (a full or failing disk).
+
+    Never a loss by itself: a request that cannot be written is refused (its sender
+    retries), one that cannot be deleted is sent again at the next start."""

@@ -41,16 +41,28 @@ PORT_NAMES = ("otlp", "otlp-http", "metrics", "advisories")
 class Pod:
     """The rendered container, run as a local process."""
 
-    def __init__(self, rendered: dict[str, str], workdir: Path) -> None:
-        spec = one(rendered, "Deployment")["spec"]["template"]["spec"]
+    def __init__(
+        self,
+        rendered: dict[str, str],
+        workdir: Path,
+        kind: str = "Deployment",
+        volume: Path | None = None,
+    ) -> None:
+        """``volume``: the directory that stands for the pod's persistent volume, which
+        outlives the pod (a StatefulSet's claim)."""
+        spec = one(rendered, kind)["spec"]["template"]["spec"]
         (self.container,) = spec["containers"]
         self.grace_s = float(spec["terminationGracePeriodSeconds"])
         self.ports = {p["name"]: p["containerPort"] for p in self.container["ports"]}
-        # The ConfigMap volume, where the container mounts it.
+        # The ConfigMap volume, where the container mounts it; the queue's, at ``volume``.
         (mount,) = [m for m in self.container["volumeMounts"] if m["name"] == "config"]
         config_dir = workdir / "config"
-        config_dir.mkdir()
-        (config_dir / "config.yaml").write_text(config_file(rendered), encoding="utf-8")
+        config_dir.mkdir(exist_ok=True)
+        text = config_file(rendered)
+        for data in (m for m in self.container["volumeMounts"] if m["name"] == "queue"):
+            assert volume is not None, "this pod mounts a volume: give it one"
+            text = text.replace(data["mountPath"], str(volume))
+        (config_dir / "config.yaml").write_text(text, encoding="utf-8")
         args = [a.replace(mount["mountPath"], str(config_dir)) for a in self.container["args"]]
         _, final = stages()
         entrypoint = json.loads(final.all("ENTRYPOINT")[-1])
@@ -173,3 +185,43 @@ def test_the_pod_takes_spans_forwards_them_and_stops_clean(
     assert f"every accepted span was delivered to {next_hop.endpoint}" in pod.log()
     assert next_hop.span_count() == sent
     assert TOKEN not in pod.log()
+
+
+def test_the_stateful_pod_keeps_its_queue_across_a_kill(tmp_path: Path) -> None:
+    """The with-disk-queue example: spans taken while the next hop is away, the container
+    killed (SIGKILL, as an OOM kill), a new container on the same claim: they arrive."""
+    port = free_port()  # the next hop, away for now
+    values: dict[str, Any] = example_values("with-disk-queue")
+    values["config"]["forward"]["endpoint"] = f"{LOOPBACK}:{port}"
+    values["listenAddress"] = LOOPBACK
+    values["ports"] = {name: {"containerPort": free_port()} for name in PORT_NAMES}
+    values["secrets"] = {"advisoryTokens": {TOKEN: TENANT}}
+    rendered = render(values)
+    claim = one(rendered, "StatefulSet")["spec"]["volumeClaimTemplates"][0]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    volume = tmp_path / "claim"
+    first = Pod(rendered, tmp_path, "StatefulSet", volume).start()
+    try:
+        wait_until(lambda: first.probe("livenessProbe") == 200, START_S, first.log())
+        spans = record_spans(60, mcp_every=6)
+        assert export_grpc(f"{LOOPBACK}:{first.ports['otlp']}", spans).name == "SUCCESS"
+    finally:
+        assert first.process is not None
+        first.process.kill()
+        first.process.wait(30)
+    assert (volume / "queue" / "forward-queue.sqlite3").exists()
+    hop = CaptureCollector(port).start()
+    second = Pod(rendered, tmp_path, "StatefulSet", volume).start()
+    try:
+        wait_until(lambda: hop.span_count() >= 60, START_S, f"redelivery\n{second.log()}")
+        assert second.stop() == 0, second.log()
+    finally:
+        hop.stop()
+        if second.process is not None and second.process.poll() is None:
+            second.process.kill()
+    assert {s.span_id for s in hop.spans()} == {
+        span.context.span_id.to_bytes(8, "big") for span in spans
+    }
+    assert "disk queue: 60 spans in 1 request were left undelivered by the last run" in (
+        second.log()
+    )

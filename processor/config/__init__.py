@@ -21,6 +21,7 @@ from processor.config.model import (
     LogConfig,
     LogLevel,
     QueueConfig,
+    QueueStorage,
     ReceiversConfig,
     RetryConfig,
     RosterConfig,
@@ -28,6 +29,7 @@ from processor.config.model import (
     ServiceConfig,
     TelemetryConfig,
     TurnKey,
+    grpc_target,
     split_endpoint,
 )
 
@@ -46,6 +48,7 @@ __all__ = [
     "LogConfig",
     "LogLevel",
     "QueueConfig",
+    "QueueStorage",
     "ReceiversConfig",
     "RetryConfig",
     "RosterConfig",
@@ -54,6 +57,7 @@ __all__ = [
     "TelemetryConfig",
     "TurnKey",
     "env_var_name",
+    "grpc_target",
     "leaf_keys",
     "load_config",
     "split_endpoint",
