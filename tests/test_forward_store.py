@@ -43,6 +43,9 @@ def test_what_was_appended_and_not_removed_is_there_after_a_reopen(tmp_path: Pat
         assert [h.key for h in held] == sorted(h.key for h in held)
         assert await store.payloads(held[1:3]) == [batch(10).payload, batch(20).payload]
         await store.remove(held[:2])
+        # Span data: the service's user alone may read it, the write-ahead log included.
+        for name in (FILE_NAME, f"{FILE_NAME}-wal"):
+            assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
         await store.close()
 
     async def second_run() -> None:
@@ -57,6 +60,11 @@ def test_what_was_appended_and_not_removed_is_there_after_a_reopen(tmp_path: Pat
 
     run(first_run)
     run(second_run)
+
+
+def test_a_directory_it_creates_is_the_services_alone(tmp_path: Path) -> None:
+    asyncio.run(DiskStore(str(tmp_path / "queue"), fsync=False).close())
+    assert (tmp_path / "queue").stat().st_mode & 0o777 == 0o700
 
 
 def test_appends_made_together_are_committed_together(tmp_path: Path) -> None:

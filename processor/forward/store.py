@@ -27,7 +27,9 @@ commit), so a slow disk costs latency, not one commit per request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import sqlite3
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -237,7 +239,8 @@ def _open(directory: Path, *, fsync: bool) -> sqlite3.Connection:
     """The queue's database, created if need be; StartupError names the key and the cause."""
     key = "forward.queue.directory"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        # It holds span data: readable by the service's user alone (as is the file).
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as error:
         raise StartupError(f"{key}: cannot create {str(directory)!r}: {error.strerror}") from None
     path = directory / FILE_NAME
@@ -247,6 +250,9 @@ def _open(directory: Path, *, fsync: bool) -> sqlite3.Connection:
         db = sqlite3.connect(path, isolation_level=None, timeout=0, check_same_thread=False)
     except sqlite3.Error as error:
         raise StartupError(f"{key}: cannot open {str(path)!r}: {error}") from None
+    with contextlib.suppress(OSError):  # not ours to change (a volume's own rules): left as is
+        # Before the write-ahead log exists: SQLite gives it the database's permissions.
+        os.chmod(path, 0o600)
     try:
         # Exclusive: held until the process ends, so two services never share one queue.
         db.execute("PRAGMA locking_mode = EXCLUSIVE")
