@@ -16,7 +16,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from processor.config import load_config
-from processor.forward.queue import ISOLATION_MAX_EXPORTS, Admission, FailureReason, Forwarder
+from processor.forward.isolate import ISOLATION_MAX_EXPORTS, Piece, halves
+from processor.forward.queue import Admission, FailureReason, Forwarder
 from processor.forward.senders import GrpcSender
 from processor.sender import Sender
 from processor.stage import Prepared, StagePath, count_spans_shallow
@@ -184,3 +185,14 @@ def test_a_refusal_about_the_endpoint_is_not_split() -> None:
         server.stop(0)
     assert len(sends) == 1  # merged, refused, given up: no halves tried
     assert registry.get_sample_value(FAILED, {"reason": "permanent"}) == 50
+
+
+def test_halves_split_requests_first_then_spans_and_stop_at_one_span() -> None:
+    origin = Sender(peer="10.0.0.1")
+    requests = [Piece(sender_request("s", i * 10, 10), 10, origin) for i in range(5)]
+    assert halves(requests) == [requests[:2], requests[2:]]
+    (first,), (second,) = halves(requests[:1])
+    assert (first.span_count, second.span_count) == (5, 5)
+    assert first.sender == second.sender == origin
+    lone = Piece(sender_request("s", 0, 1), 1, origin)
+    assert halves([lone]) == []

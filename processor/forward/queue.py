@@ -9,9 +9,9 @@ disk, where a request is committed before its sender hears OK).
 
 Waiting batches go out merged into one export. If the next hop refuses an export for good
 for what may be in its data, the export is split and the parts are sent apart, down to
-the request that caused it and then to its spans (``_send``), so one sender's bad span
-never takes other senders' spans with it; only the spans refused are given up, each
-counted and logged with its sender (``rejections.py``).
+the request that caused it and then to its spans (``_send``, ``isolate.py``), so one
+sender's bad span never takes other senders' spans with it; only the spans refused are
+given up, each counted and logged with its sender (``rejections.py``).
 """
 
 from __future__ import annotations
@@ -29,21 +29,16 @@ from typing import Protocol
 
 from processor.config import ForwardConfig
 from processor.errors import QueueStorageError
+from processor.forward.isolate import Budget, Piece, halves
 from processor.forward.outage import OutageLog
 from processor.forward.rejections import RejectionLog, culprit
 from processor.forward.retry import SendOutcome, SendResult, next_delay_s
 from processor.forward.senders import Sender
 from processor.forward.store import Held, MemoryStore, Store
-from processor.sender import Sender as Origin
-from processor.stage import Prepared, halve_request, split_request
+from processor.stage import Prepared, split_request
 from processor.telemetry.metrics import SelfMetrics
 
 log = logging.getLogger(__name__)
-
-# Exports one refused export may turn into while its parts are sent apart: enough to find
-# a few bad spans among thousands (each one costs about two per halving), bounded so a
-# next hop that refuses everything cannot make one export into thousands.
-ISOLATION_MAX_EXPORTS = 64
 
 
 class Admission(enum.Enum):
@@ -110,23 +105,6 @@ class Release:
     async def take(self, batch: Prepared) -> Admission:
         self._metrics.released_spans.inc(batch.span_count)
         return Admission.ACCEPTED
-
-
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    """Part of an export: a held request, or part of one being split."""
-
-    payload: bytes
-    span_count: int
-    sender: Origin
-
-
-@dataclass(slots=True)
-class _Budget:
-    """Exports left for sending the parts of one refused export apart."""
-
-    left: int = ISOLATION_MAX_EXPORTS
-    started: bool = False  # the first split has been logged
 
 
 Sleep = Callable[[float], Awaitable[object]]
@@ -299,7 +277,7 @@ class Forwarder:
 
     async def _deliver_parts(self, parts: list[Held], payloads: list[bytes]) -> None:
         pieces = [
-            _Piece(payload, part.span_count, part.sender)
+            Piece(payload, part.span_count, part.sender)
             for part, payload in zip(parts, payloads, strict=True)
         ]
         limit = self._config.max_request_bytes
@@ -308,11 +286,11 @@ class Forwarder:
             # gRPC next hop usually 4 MiB): sent in pieces, none refused.
             origin = pieces[0].sender
             for piece, spans in split_request(pieces[0].payload, limit):
-                await self._send([_Piece(piece, spans, origin)], _Budget())
+                await self._send([Piece(piece, spans, origin)], Budget())
         else:
-            await self._send(pieces, _Budget())
+            await self._send(pieces, Budget())
 
-    async def _send(self, pieces: list[_Piece], budget: _Budget) -> None:
+    async def _send(self, pieces: list[Piece], budget: Budget) -> None:
         """Deliver ``pieces`` as one export; if the next hop refuses it for what may be in
         its data, send its halves apart (by request, then by span), so that only the spans
         it refuses are given up."""
@@ -322,15 +300,15 @@ class Forwarder:
         if failed is None:
             return
         failure, attempts = failed
-        halves = _halves(pieces) if failure.data_refused and budget.left >= 2 else []
-        if not halves:
+        parts = halves(pieces) if failure.data_refused and budget.left >= 2 else []
+        if not parts:
             self._give_up(pieces, failure, attempts)
             return
         if not budget.started:
             budget.started = True
             self._rejections.isolating(spans, len(pieces), failure.detail)
-        budget.left -= len(halves)
-        for half in halves:
+        budget.left -= len(parts)
+        for half in parts:
             await self._send(half, budget)
 
     async def _deliver(self, payload: bytes, span_count: int) -> tuple[SendResult, int] | None:
@@ -355,7 +333,7 @@ class Forwarder:
             attempt += 1
             await self._sleep(delay)
 
-    def _give_up(self, pieces: list[_Piece], failure: SendResult, attempts: int) -> None:
+    def _give_up(self, pieces: list[Piece], failure: SendResult, attempts: int) -> None:
         spans = sum(p.span_count for p in pieces)
         permanent = failure.outcome is SendOutcome.PERMANENT
         reason = FailureReason.PERMANENT if permanent else FailureReason.RETRIES_EXHAUSTED
@@ -420,15 +398,3 @@ class Forwarder:
                 self._metrics.send_failed_spans.labels(FailureReason.SHUTDOWN).inc(left_spans)
             return DrainReport(self._delivered_spans, left_spans, left_batches)
         return DrainReport(self._delivered_spans, 0, 0, left_spans, left_batches)
-
-
-def _halves(pieces: list[_Piece]) -> list[list[_Piece]]:
-    """Two exports that together hold ``pieces``: its requests in two, or a lone request's
-    spans in two; none when it is one span."""
-    if len(pieces) > 1:
-        middle = len(pieces) // 2
-        return [pieces[:middle], pieces[middle:]]
-    piece = pieces[0]
-    if piece.span_count < 2:
-        return []
-    return [[_Piece(part, spans, piece.sender)] for part, spans in halve_request(piece.payload)]
