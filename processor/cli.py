@@ -63,13 +63,18 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="run the processor",
         description="Receive OTLP traces, analyse MCP spans, forward every span. "
-        "Stops on SIGTERM or SIGINT after draining its queue.",
+        "Stops on SIGTERM or SIGINT after draining its queue. Exit status: 0 when every "
+        "accepted span was delivered, given up on (counted and logged) or kept on the disk "
+        "queue; 1 when the configuration or start-up failed; 3 when spans accepted into "
+        "the memory queue could not be delivered before the shutdown grace period ended.",
     )
     _add_config_flags(serve_parser)
     serve_parser.add_argument(
         "--forward-endpoint",
-        metavar="HOST:PORT",
-        help="next OTLP hop (same as --set forward.endpoint=...); empty: analyse and release",
+        metavar="ENDPOINT",
+        help="next OTLP hop: host:port, http://host:port (plaintext) or https://host:port "
+        "(TLS), as the OpenTelemetry SDK writes it (same as --set forward.endpoint=...); "
+        "empty: analyse and release",
     )
     serve_parser.add_argument(
         "--log-level", choices=["debug", "info", "warning", "error"], help="log verbosity"

@@ -7,14 +7,18 @@ call is decided in the span's own request. A call decided later (its other half 
 another request, or never) goes out with ``mcp.breaker.pending = true`` instead, and its
 decision reaches the metrics and the advisories all the same. An attribute the span
 already carries is never overwritten.
+
+What is written on a span is remembered (``AnnotationMemory``), so a later copy of the same
+span (an exporter's retry) goes out with the same attributes (``restore``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from processor.classify.annotations import AnnotationMemory
 from processor.classify.classifier import SpanFate
 from processor.classify.events import Verdict
 from processor.engines.breaker import CallDecision
@@ -85,44 +89,70 @@ def roster_attributes(finding: RosterFinding) -> dict[str, Value]:
     return {ROSTER_PREFIX + key: value for key, value in values.items()}
 
 
-def annotate(spans: Mapping[bytes, Span], decision: CallDecision) -> int:
+def annotate(
+    spans: Mapping[bytes, Span], decision: CallDecision, memory: AnnotationMemory | None = None
+) -> int:
     """Add the decision's attributes to each of its spans present here; return how many."""
-    return _add(spans, decision.call.span_ids, decision_attributes(decision))
+    return _add(spans, decision.call.span_ids, decision_attributes(decision), memory)
 
 
-def annotate_listing(spans: Mapping[bytes, Span], finding: RosterFinding) -> int:
-    return _add(spans, finding.listing.span_ids, roster_attributes(finding))
+def annotate_listing(
+    spans: Mapping[bytes, Span], finding: RosterFinding, memory: AnnotationMemory | None = None
+) -> int:
+    return _add(spans, finding.listing.span_ids, roster_attributes(finding), memory)
 
 
 def annotate_undecided(
-    spans: Mapping[bytes, Span], undecided: Mapping[bytes, tuple[Verdict, SpanFate]]
+    spans: Mapping[bytes, Span],
+    undecided: Mapping[bytes, tuple[Verdict, SpanFate]],
+    memory: AnnotationMemory | None = None,
 ) -> int:
     """Each call span whose call was not decided in its request: its own verdict."""
     return sum(
-        _add(spans, (span_id,), undecided_attributes(verdict, fate))
+        _add(spans, (span_id,), undecided_attributes(verdict, fate), memory)
         for span_id, (verdict, fate) in undecided.items()
     )
 
 
+def restore(spans: Iterable[Span], memory: AnnotationMemory) -> int:
+    """Spans seen before (an exporter's retry): what their first copy was given; how many."""
+    restored = 0
+    for span in spans:
+        kept = memory.recall((span.trace_id, span.span_id))
+        if kept is not None:
+            _write(span, kept)
+            restored += 1
+    return restored
+
+
 def _add(
-    spans: Mapping[bytes, Span], span_ids: tuple[bytes, ...], attributes: dict[str, Value]
+    spans: Mapping[bytes, Span],
+    span_ids: tuple[bytes, ...],
+    attributes: dict[str, Value],
+    memory: AnnotationMemory | None,
 ) -> int:
     annotated = 0
     for span_id in span_ids:
         span = spans.get(span_id)
         if span is None:
             continue
-        present = {kv.key for kv in span.attributes}
-        for key, value in attributes.items():
-            if key in present:
-                continue
-            # Set in place: building an AnyValue to copy in costs as much again.
-            item = span.attributes.add(key=key)
-            if isinstance(value, bool):
-                item.value.bool_value = value
-            elif isinstance(value, int):
-                item.value.int_value = value
-            else:
-                item.value.string_value = value
+        _write(span, attributes)
+        if memory is not None:
+            memory.keep((span.trace_id, span_id), attributes)
         annotated += 1
     return annotated
+
+
+def _write(span: Span, attributes: Mapping[str, object]) -> None:
+    present = {kv.key for kv in span.attributes}
+    for key, value in attributes.items():
+        if key in present:
+            continue
+        # Set in place: building an AnyValue to copy in costs as much again.
+        item = span.attributes.add(key=key)
+        if isinstance(value, bool):
+            item.value.bool_value = value
+        elif isinstance(value, int):
+            item.value.int_value = value
+        else:
+            item.value.string_value = str(value)

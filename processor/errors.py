@@ -8,6 +8,7 @@ return values, not exceptions. What is left is misuse and bad input::
      ├── StartupError         a listener cannot bind, a file cannot be read
      ├── IllegalTransition    a state machine asked for a move its table forbids (a bug)
      ├── BadEvent             an event in the shared stream cannot be read (skipped, counted)
+     ├── QueueStorageError    the disk queue cannot write or read (a full or failing disk)
      └── InvalidRequest       an OTLP request cannot be decoded (client's fault)
           └── RequestTooLarge over a size limit, before or after decompression
 """
@@ -55,3 +56,10 @@ class IllegalTransition(BreakerError):
 class BadEvent(BreakerError):
     """An event read from the shared state's stream cannot be decoded (another version,
     or not ours): it is skipped and counted, never applied half-read."""
+
+
+class QueueStorageError(BreakerError):
+    """The disk queue could not write or read a request (a full or failing disk).
+
+    Never a loss by itself: a request that cannot be written is refused (its sender
+    retries), one that cannot be deleted is sent again at the next start."""

@@ -19,12 +19,13 @@ from dataclasses import replace
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from processor.classify.annotations import AnnotationMemory
 from processor.classify.classifier import Classifier
 from processor.classify.events import Event, FailureClass, ToolListing
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.roster import RosterFinding, RosterHealth
 from processor.engines.turns import NS_PER_S
-from processor.enrich import annotate, annotate_listing, annotate_undecided
+from processor.enrich import annotate, annotate_listing, annotate_undecided, restore
 from processor.sender import UNKNOWN_SENDER, Sender
 
 log = logging.getLogger(__name__)
@@ -56,13 +57,18 @@ class Pipeline:
         self._sinks = tuple(sinks)
         self._clock = clock
         self.share = share
+        config = classifier.config
+        # What each MCP span was given, so its later copy (an exporter's retry) gets it too.
+        self.annotations = AnnotationMemory(config.max_annotated_spans, config.seen_ttl_s, clock)
 
     def __call__(self, request: ExportTraceServiceRequest, sender: Sender = UNKNOWN_SENDER) -> None:
         events = self.classifier.classify(request, self._clock())
         # In span time within the request: the order spans sit in a request decides nothing.
         events.sort(key=_start_ns)
         self._publish(events, annotate_spans=True)
-        annotate_undecided(self.classifier.spans, self.classifier.undecided)
+        annotate_undecided(self.classifier.spans, self.classifier.undecided, self.annotations)
+        spans = self.classifier.spans
+        restore((spans[span_id] for span_id in self.classifier.duplicates), self.annotations)
 
     def tick(self) -> None:
         """Decide the calls whose other half did not come in time; called periodically."""
@@ -94,7 +100,7 @@ class Pipeline:
                 self._listing(finding, annotate_spans)
                 continue
             if annotate_spans:
-                annotate(self.classifier.spans, finding)
+                annotate(self.classifier.spans, finding, self.annotations)
             self._log(finding)
             self._emit(finding)
             for revised in finding.revised:  # their spans have gone on: counted, not written
@@ -112,7 +118,7 @@ class Pipeline:
 
     def _listing(self, finding: RosterFinding, annotate_spans: bool) -> None:
         if annotate_spans:
-            annotate_listing(self.classifier.spans, finding)
+            annotate_listing(self.classifier.spans, finding, self.annotations)
         if finding.collapse is not None:
             collapse = finding.collapse
             log.info(

@@ -13,6 +13,7 @@ what could not be delivered, then close the telemetry port.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import os
 import signal
@@ -29,12 +30,13 @@ from processor.advisories.auth import server_credentials
 from processor.advisories.service import AdvisoriesServicer, AdvisoryService
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.classify.classifier import Classifier
-from processor.config import Backend, ServiceConfig, split_endpoint
+from processor.config import Backend, QueueStorage, ServiceConfig, split_endpoint
 from processor.engines.breaker import Breaker
 from processor.engines.roster import RosterHealth
 from processor.errors import StartupError
 from processor.forward.queue import Downstream, DrainReport, Forwarder, Release
 from processor.forward.senders import Sender, make_sender
+from processor.forward.store import DiskStore, MemoryStore, Store
 from processor.otlp import SERVICE_NAME
 from processor.pipeline import Pipeline, Sink
 from processor.receive import grpc as grpc_receiver
@@ -42,7 +44,7 @@ from processor.receive import http as http_receiver
 from processor.receive.intake import Intake
 from processor.stage import SpanHook, Stage
 from processor.state.replica import SharedState
-from processor.state.store import Store, client_for
+from processor.state.store import RedisStore, client_for
 from processor.strip import StripAfter
 from processor.telemetry import http as telemetry_http
 from processor.telemetry.advisories import AdvisoryCollector
@@ -57,6 +59,15 @@ RECEIVER_STOP_GRACE_S = 5.0
 TICK_INTERVAL_S = 0.5  # most often held calls (and advisories) are checked for expiry
 ADVISORY_MAX_MESSAGE_BYTES = 1024 * 1024  # a Check or Subscribe request is small
 ADVISORY_STOP_GRACE_S = 1.0  # subscribers' streams are cut at shutdown; they reconnect
+
+
+class ExitStatus(enum.IntEnum):
+    """What ``mcp-breaker serve`` exits with (docs/delivery.md#exit-status)."""
+
+    OK = 0  # every accepted span was delivered, given up on (counted), or kept on disk
+    STARTUP_FAILED = 1  # the configuration or start-up failed; no span was taken
+    # Shutdown: spans accepted into the memory queue were not delivered in the grace period.
+    UNDELIVERED = 3  # (2 is argparse's: a command line it cannot read)
 
 
 def _socket(endpoint: str) -> socket.socket:
@@ -158,7 +169,7 @@ class Service:
         self.shared: SharedState | None = None
         if shared:
             redis = config.state.redis
-            store = Store(client_for(redis), redis.key_prefix)
+            store = RedisStore(client_for(redis), redis.key_prefix)
             self.shared = SharedState(redis, store, self.pipeline, self.advisories)
             self.pipeline.share = self.shared.share
             if self.advisories is not None:
@@ -198,8 +209,20 @@ class Service:
             await self.shared.start()
         downstream: Downstream
         if config.forward.endpoint:
+            queue = config.forward.queue
+            store: Store = (
+                DiskStore(queue.directory, fsync=queue.fsync)
+                if queue.storage is QueueStorage.DISK
+                else MemoryStore()
+            )
             sender = self._sender or make_sender(config.forward)
-            self.forwarder = Forwarder(config.forward, sender, self.metrics)
+            self.forwarder = Forwarder(
+                config.forward,
+                sender,
+                self.metrics,
+                store=store,
+                on_rejected=self.finding_metrics.count_rejected_spans,
+            )
             self.forwarder.start()
             self.registry.register(QueueCollector(self.forwarder.stats))
             downstream = self.forwarder
@@ -296,13 +319,24 @@ class Service:
                     self.ports["advisories"],
                 )
         if self.forwarder is not None:
+            forward = self.config.forward
             log.info(
-                "forwarding to %s over %s (queue: %d spans, %d consumers)",
+                "forwarding to %s over %s%s (queue: %d spans, %d bytes, in %s, %d consumers)",
                 self.forwarder.target,
-                self.config.forward.protocol.value,
-                self.config.forward.queue.max_spans,
-                self.config.forward.queue.consumers,
+                forward.protocol.value,
+                " with TLS" if forward.tls else "",
+                forward.queue.max_spans,
+                forward.queue.max_bytes,
+                self.forwarder.storage,
+                forward.queue.consumers,
             )
+            if self.forwarder.recovered_batches:
+                log.warning(
+                    "disk queue: %s were left undelivered by the last run; sending them first",
+                    _spans_in_requests(
+                        self.forwarder.recovered_spans, self.forwarder.recovered_batches
+                    ),
+                )
             stripped = self.config.forward.strip_attributes
             if stripped:
                 log.info(
@@ -348,11 +382,21 @@ class Service:
             report = await self.forwarder.drain(grace)
             if report.undelivered_spans:
                 log.error(
-                    "shutdown: %d spans in %d requests could not be delivered to %s within %.0fs",
-                    report.undelivered_spans,
-                    report.undelivered_batches,
+                    "shutdown: %s could not be delivered to %s within %gs, and are lost "
+                    "(exit status %d)",
+                    _spans_in_requests(report.undelivered_spans, report.undelivered_batches),
                     self.forwarder.target,
                     grace,
+                    ExitStatus.UNDELIVERED,
+                )
+            elif report.kept_spans:
+                log.warning(
+                    "shutdown: %s could not be delivered to %s within %gs; they stay in the "
+                    "disk queue (%s) and go out at the next start",
+                    _spans_in_requests(report.kept_spans, report.kept_batches),
+                    self.forwarder.target,
+                    grace,
+                    self.forwarder.storage,
                 )
             elif self._opened or report.delivered_spans:
                 # Said only of a service that took spans: after a failed start, "every
@@ -364,20 +408,31 @@ class Service:
         return report
 
 
+def _spans_in_requests(spans: int, requests: int) -> str:
+    """``42 spans in 2 requests``, ``1 span in 1 request``: as a person writes it."""
+    return f"{_counted(spans, 'span')} in {_counted(requests, 'request')}"
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 async def serve(config: ServiceConfig) -> int:
-    """Run until SIGTERM or SIGINT; the exit status for the console script."""
+    """Run until SIGTERM or SIGINT; the exit status for the console script (ExitStatus)."""
     service = Service(config)
     try:
         await service.start()
     except StartupError as error:
         log.error("cannot start: %s", error)
         await service.stop()
-        return 1
+        return ExitStatus.STARTUP_FAILED
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     await stopping.wait()
     log.info("stopping: no longer accepting spans, draining the queue")
-    await service.stop()
-    return 0
+    report = await service.stop()
+    if report is not None and report.undelivered_spans:
+        return ExitStatus.UNDELIVERED
+    return ExitStatus.OK

@@ -6,6 +6,10 @@ very bytes that arrived, without being parsed or re-encoded; only its spans are 
 through a shallow view of the message that stops at the span boundary. If it can, it is
 parsed, its spans are checked, the span hooks (classify, engines, enrich: later stages)
 run over it, and it is serialized again.
+
+It runs in two steps, so that the forwarder's queue can say no before any analysis runs
+(a refused request must leave no trace in the breaker, or its retry would read as a
+duplicate): ``open`` decides the path and counts the spans, ``prepare`` runs the hooks.
 """
 
 from __future__ import annotations
@@ -42,6 +46,17 @@ SpanHook = Callable[[ExportTraceServiceRequest, Sender], None]
 class StagePath(enum.Enum):
     PASSTHROUGH = "passthrough"  # forwarded as received
     PARSED = "parsed"  # decoded, inspected, re-encoded
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A request whose path is decided and whose spans are counted; nothing analysed yet."""
+
+    path: StagePath
+    span_count: int
+    size: int  # encoded bytes, as received: what the queue's byte bound is checked against
+    payload: bytes = b""  # pass-through: forwarded as these very bytes
+    request: ExportTraceServiceRequest | None = None  # parsed: analysed, then re-encoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +115,41 @@ def count_spans_shallow(payload: bytes) -> int:
     except DecodeError:
         raise InvalidRequest("request body is not a valid ExportTraceServiceRequest") from None
     return sum(len(scope.spans) for resource in shallow.children for scope in resource.children)
+
+
+def check_passthrough(payload: bytes) -> int:
+    """The whole check of a request that takes the pass-through path; its span count.
+
+    Framing only, down to the span boundary: a span inside with invalid UTF-8, nesting
+    deeper than the next hop takes, or a bad id is left for the next hop to judge, and if
+    it refuses the export the forwarder sends its parts apart, so that only the refused
+    spans are given up (docs/delivery.md: what a full check would cost, measured, and why
+    it is not made). Raises InvalidRequest.
+    """
+    return count_spans_shallow(payload)
+
+
+def halve_request(payload: bytes) -> list[tuple[bytes, int]]:
+    """Two requests with half the spans each (bytes, spans), or the request alone if it has
+    fewer than two. As ``split_request``: cuts between spans, each piece keeps its resource
+    and scope, no span is decoded (the bad one may be among them)."""
+    shallow: Any = _ShallowRequest.FromString(payload)
+    total = sum(len(scope.spans) for resource in shallow.children for scope in resource.children)
+    if total < 2:
+        return [(payload, total)]
+    half, taken = total // 2, 0
+    first: list[bytes] = []
+    second: list[bytes] = []
+    for resource in shallow.children:
+        for scope in resource.children:
+            spans = list(scope.spans)
+            cut = max(0, min(len(spans), half - taken))
+            if cut:
+                first.append(_piece(resource, scope, spans[:cut]))
+            if cut < len(spans):
+                second.append(_piece(resource, scope, spans[cut:]))
+            taken += cut
+    return [(b"".join(first), half), (b"".join(second), total - half)]
 
 
 def split_request(payload: bytes, limit_bytes: int) -> list[tuple[bytes, int]]:
@@ -200,17 +250,34 @@ class Stage:
         self._markers = tuple(markers)
         self._on_hook_error = on_hook_error
 
-    def from_protobuf(self, payload: bytes, sender: Sender = UNKNOWN_SENDER) -> Prepared:
-        """The gRPC and protobuf-over-HTTP entry: bytes in, bytes out; raises InvalidRequest."""
+    def open(self, payload: bytes) -> Opened:
+        """The gRPC and protobuf-over-HTTP entry: the path, the spans; raises InvalidRequest."""
         if not may_hold_mcp(payload, self._markers):
-            count = count_spans_shallow(payload)
-            return Prepared(payload, count, 0, "", StagePath.PASSTHROUGH, sender)
-        return self.from_request(decode_request(payload), sender)
+            count = check_passthrough(payload)
+            return Opened(StagePath.PASSTHROUGH, count, len(payload), payload=payload)
+        request = decode_request(payload)
+        return Opened(StagePath.PARSED, _span_count(request), len(payload), request=request)
+
+    def open_request(self, request: ExportTraceServiceRequest) -> Opened:
+        """The entry for requests already decoded (OTLP/JSON)."""
+        return Opened(StagePath.PARSED, _span_count(request), request.ByteSize(), request=request)
+
+    def prepare(self, opened: Opened, sender: Sender = UNKNOWN_SENDER) -> Prepared:
+        """What is forwarded: the bytes as received, or the request after the hooks."""
+        if opened.request is None:
+            return Prepared(opened.payload, opened.span_count, 0, "", opened.path, sender)
+        return self._analysed(opened.request, sender)
+
+    def from_protobuf(self, payload: bytes, sender: Sender = UNKNOWN_SENDER) -> Prepared:
+        """Both steps at once: bytes in, bytes out; raises InvalidRequest."""
+        return self.prepare(self.open(payload), sender)
 
     def from_request(
         self, request: ExportTraceServiceRequest, sender: Sender = UNKNOWN_SENDER
     ) -> Prepared:
-        """The entry for requests already decoded (OTLP/JSON, and the MCP-bearing path)."""
+        return self.prepare(self.open_request(request), sender)
+
+    def _analysed(self, request: ExportTraceServiceRequest, sender: Sender) -> Prepared:
         rejected = reject_invalid_spans(request)
         for hook in self._hooks:
             try:
@@ -218,7 +285,7 @@ class Stage:
             except Exception:  # a bug in analysis must not cost the sender its spans
                 self._on_hook_error()
                 log.exception("span analysis failed; forwarding the request as it is")
-        span_count = sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+        span_count = _span_count(request)
         message = (
             f"{rejected} span(s) rejected: trace_id must be {TRACE_ID_BYTES} and span_id "
             f"{SPAN_ID_BYTES} bytes, not all zero"
@@ -228,3 +295,7 @@ class Stage:
         return Prepared(
             request.SerializeToString(), span_count, rejected, message, StagePath.PARSED, sender
         )
+
+
+def _span_count(request: ExportTraceServiceRequest) -> int:
+    return sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)

@@ -35,8 +35,9 @@ CONFIGURATION_DOC = ROOT / "docs" / "configuration.md"
 # As the Collector chart's examples are rendered: release "example" in "default".
 RELEASE, NAMESPACE = "example", "default"
 NOTES = "templates/NOTES.txt"
-# The keys the chart writes itself (from `ports`, `listenAddress`, `advisoryTls`, `redis`): the
-# schema leaves them out of `config`, so setting them there fails `helm install`.
+# The keys the chart writes itself (from `ports`, `listenAddress`, `advisoryTls`,
+# `persistence`, `redis`): the schema leaves them out of `config`, so setting them there
+# fails `helm install`.
 CHART_OWNED: tuple[Leaf, ...] = (
     ("receivers", "grpc", "enabled"),
     ("receivers", "grpc", "endpoint"),
@@ -47,6 +48,8 @@ CHART_OWNED: tuple[Leaf, ...] = (
     ("advisories", "enabled"),
     ("advisories", "endpoint"),
     ("advisories", "tls"),
+    ("forward", "queue", "storage"),  # from `persistence`: the disk queue needs a volume
+    ("forward", "queue", "directory"),
     # From `redis`: the backend, where Redis is and who logs in (the password is a secret).
     ("state", "backend"),
     ("state", "redis", "url"),

@@ -6,10 +6,13 @@ Everything here speaks real gRPC/HTTP on loopback; nothing is mocked below the s
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Coroutine
 from concurrent import futures
 from typing import Any, TypeVar
@@ -17,6 +20,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf import duration_pb2
 from google.protobuf.any_pb2 import Any as AnyProto
+from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -72,12 +76,19 @@ class CaptureCollector:
     """A next hop: a real gRPC OTLP server that records what it receives.
 
     ``unavailable_for`` makes it answer UNAVAILABLE (with RetryInfo when ``retry_after_s``
-    is set) to that many requests first; ``stall()`` holds requests until ``release()``.
+    is set) to that many requests first; ``stall()`` holds requests until ``release()``
+    (``stall(record_first=True)``: it records them, then holds the answer, as a next hop
+    that took a request but whose answer never arrives). ``strict`` refuses a request that
+    does not decode with INVALID_ARGUMENT, as a collector that checks its input would (the
+    protobuf runtime here, upb, refuses invalid UTF-8 in a string and nesting deeper than
+    100 messages); otherwise such a request gets INTERNAL, as from gRPC's own decoder.
     """
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, *, strict: bool = False) -> None:
         self.port = port or free_port()
+        self.strict = strict
         self.requests: list[ExportTraceServiceRequest] = []
+        self.refused: list[bytes] = []  # requests refused as undecodable, as they came
         self.attempts = 0
         self.metadata: list[tuple[tuple[str, str], ...]] = []
         self.unavailable_for = 0
@@ -86,12 +97,21 @@ class CaptureCollector:
         self._lock = threading.Lock()
         self._open = threading.Event()
         self._open.set()
+        self._record_first = False
         self._server: grpc.Server | None = None
 
-    def _export(self, request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> Any:
-        self._open.wait(60)
-        if not context.is_active():  # the sender gave up while we stalled: not delivered
-            return ExportTraceServiceResponse()
+    def _export(self, payload: bytes, context: grpc.ServicerContext) -> bytes:
+        if not self._record_first:
+            self._open.wait(60)
+            if not context.is_active():  # the sender gave up while we stalled: not delivered
+                return b""
+        try:
+            request = ExportTraceServiceRequest.FromString(payload)
+        except DecodeError as error:
+            with self._lock:
+                self.refused.append(payload)
+            code = grpc.StatusCode.INVALID_ARGUMENT if self.strict else grpc.StatusCode.INTERNAL
+            context.abort(code, f"cannot decode the request: {error}")
         with self._lock:
             self.attempts += 1
             if self.unavailable_for > 0:
@@ -114,15 +134,14 @@ class CaptureCollector:
             if self.partial_reject:
                 response.partial_success.rejected_spans = self.partial_reject
                 response.partial_success.error_message = "rejected for the test"
-            return response
+        if self._record_first:
+            self._open.wait(60)
+        return bytes(response.SerializeToString())
 
-    def start(self) -> CaptureCollector:
+    def start(self, credentials: grpc.ServerCredentials | None = None) -> CaptureCollector:
+        """Serve on loopback: plaintext, or with ``credentials`` (TLS, mutual TLS)."""
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
-        handler = grpc.unary_unary_rpc_method_handler(
-            self._export,
-            request_deserializer=ExportTraceServiceRequest.FromString,
-            response_serializer=ExportTraceServiceResponse.SerializeToString,
-        )
+        handler = grpc.unary_unary_rpc_method_handler(self._export)  # raw bytes both ways
         server.add_generic_rpc_handlers(
             (
                 grpc.method_handlers_generic_handler(
@@ -130,7 +149,10 @@ class CaptureCollector:
                 ),
             )
         )
-        server.add_insecure_port(f"{LOOPBACK}:{self.port}")
+        if credentials is None:
+            server.add_insecure_port(f"{LOOPBACK}:{self.port}")
+        else:
+            server.add_secure_port(f"{LOOPBACK}:{self.port}", credentials)
         server.start()
         self._server = server
         return self
@@ -141,11 +163,13 @@ class CaptureCollector:
             self._server.stop(0).wait()
             self._server = None
 
-    def stall(self) -> None:
+    def stall(self, *, record_first: bool = False) -> None:
+        self._record_first = record_first
         self._open.clear()
 
     def release(self) -> None:
         self._open.set()
+        self._record_first = False
 
     @property
     def endpoint(self) -> str:
@@ -221,3 +245,38 @@ class ServiceThread:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
+
+
+def answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2).read()
+    except OSError:
+        return False
+    return True
+
+
+def start_serve(
+    *flags: str, env: dict[str, str] | None = None, stderr: int | None = subprocess.PIPE
+) -> tuple[subprocess.Popen[str], dict[str, int]]:
+    """``mcp-breaker serve`` as a process on free loopback ports, once /healthz answers."""
+    ports = {name: free_port() for name in LISTEN_KEYS}
+    listen = [f"{LISTEN_KEYS[name]}={LOOPBACK}:{port}" for name, port in ports.items()]
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "processor",
+            "serve",
+            *(arg for flag in listen for arg in ("--set", flag)),
+            *flags,
+        ],
+        stderr=stderr,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    url = f"http://{LOOPBACK}:{ports['telemetry']}/healthz"
+    wait_until(lambda: process.poll() is not None or answers(url), what="service up")
+    if process.poll() is not None:
+        _, log = process.communicate()
+        raise AssertionError(f"serve exited with {process.returncode}: {log}")
+    return process, ports

@@ -18,8 +18,13 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
         ("classify.py", ["--rounds", "1"], "classify alone, ns per MCP span"),
         ("engines.py", ["--events", "500", "--rounds", "1"], "memory per tracked turn"),
         ("hop.py", ["--quick", "--duration", "1", "--warmup", "0.2"], "checks: ok"),
+        (
+            "delivery.py",
+            ["--quick", "--duration", "1", "--warmup", "0.2", "--store-requests", "16"],
+            "checks: ok",
+        ),
     ],
-    ids=["classify", "engines", "hop"],
+    ids=["classify", "engines", "hop", "delivery"],
 )
 def test_the_benchmark_runs(script: str, args: list[str], expected: str) -> None:
     result = subprocess.run(

@@ -12,8 +12,10 @@ import yaml
 from processor.config import (
     Compression,
     ForwardProtocol,
+    QueueStorage,
     ServiceConfig,
     env_var_name,
+    grpc_target,
     leaf_keys,
     load_config,
     unknown_environment,
@@ -395,3 +397,100 @@ class TestSharedState:
             ]
         )
         assert "one at a time" in found and "p," not in found
+
+
+class TestForwardEndpointAndQueue:
+    """The endpoint as the OpenTelemetry SDK writes it, TLS files, and the disk queue."""
+
+    @pytest.mark.parametrize(
+        ("endpoint", "insecure", "target"),
+        [
+            ("collector:4317", True, ("collector:4317", False)),
+            ("collector:4317", False, ("collector:4317", True)),
+            ("http://collector:4317", False, ("collector:4317", False)),  # the scheme wins
+            ("https://collector:4317", True, ("collector:4317", True)),
+            ("HTTPS://collector:4317/", True, ("collector:4317", True)),
+            ("http://[::1]:4317", True, ("[::1]:4317", False)),
+        ],
+    )
+    def test_a_scheme_decides_tls_as_in_the_sdk(
+        self, endpoint: str, insecure: bool, target: tuple[str, bool]
+    ) -> None:
+        assert grpc_target(endpoint, insecure) == target
+        config = load_config(
+            overrides=[f"forward.endpoint={endpoint}", f"forward.insecure={insecure}"]
+        )
+        assert config.forward.tls is target[1]
+
+    @pytest.mark.parametrize(
+        ("endpoint", "expected"),
+        [
+            (
+                "ftp://collector:4317",
+                "forward.endpoint: unsupported scheme 'ftp' in 'ftp://collector:4317'; an "
+                "OTLP/gRPC endpoint is host:port, http://host:port (plaintext) or "
+                "https://host:port (TLS)",
+            ),
+            (
+                "http://collector:4318/v1/traces",
+                "forward.endpoint: an OTLP/gRPC endpoint has no path, got "
+                "'http://collector:4318/v1/traces' (for OTLP/HTTP to /v1/traces, set "
+                "forward.protocol: http)",
+            ),
+            (
+                "http://collector",
+                "forward.endpoint: must be host:port with a port from 0 to 65535, got 'collector'",
+            ),
+        ],
+    )
+    def test_an_endpoint_that_cannot_work_is_refused(self, endpoint: str, expected: str) -> None:
+        assert problems_of(overrides=[f"forward.endpoint={endpoint}"]) == [expected]
+
+    def test_tls_files_need_tls_and_each_other(self) -> None:
+        plain = problems_of(
+            overrides=["forward.endpoint=c:4317", "forward.ca_file=ca.pem", "forward.cert_file=c"]
+        )
+        assert plain == [
+            "forward: cert_file and key_file go together, got only one",
+            "forward.ca_file: set, but 'c:4317' is not reached over TLS (use https://, or "
+            "insecure: false for a host:port gRPC endpoint)",
+            "forward.cert_file: set, but 'c:4317' is not reached over TLS (use https://, or "
+            "insecure: false for a host:port gRPC endpoint)",
+        ]
+        tls = load_config(
+            overrides=[
+                "forward.endpoint=https://c:4317",
+                "forward.ca_file=ca.pem",
+                "forward.cert_file=c.pem",
+                "forward.key_file=k.pem",
+            ]
+        )
+        assert tls.forward.tls
+
+    def test_the_disk_queue_needs_a_directory_and_a_next_hop(self) -> None:
+        assert problems_of(overrides=["forward.queue.storage=disk"]) == [
+            "forward.queue.storage: disk needs forward.endpoint: without a next hop spans "
+            "are released, never queued",
+            "forward.queue.directory: must be set when forward.queue.storage is disk (a "
+            "directory the service can write, on a volume that outlives the process)",
+        ]
+        config = load_config(
+            overrides=[
+                "forward.endpoint=c:4317",
+                "forward.queue.storage=disk",
+                "forward.queue.directory=/var/lib/mcp-breaker",
+                "forward.queue.fsync=true",
+            ]
+        )
+        assert config.forward.queue.storage is QueueStorage.DISK
+
+    def test_disk_settings_with_the_memory_queue_are_refused_not_ignored(self) -> None:
+        problems = problems_of(
+            overrides=["forward.queue.directory=/var/lib/q", "forward.queue.fsync=true"]
+        )
+        assert problems == [
+            "forward.queue.directory: only used by the disk queue, got '/var/lib/q' with "
+            "forward.queue.storage memory (set forward.queue.storage: disk, or remove it)",
+            "forward.queue.fsync: only used by the disk queue, got true with "
+            "forward.queue.storage memory (set forward.queue.storage: disk, or remove it)",
+        ]

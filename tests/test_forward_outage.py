@@ -189,7 +189,7 @@ def test_the_forwarder_logs_an_outage_once_not_per_attempt(
         forwarder = harness.forwarder()
         forwarder.start()
         for i in range(20):
-            assert forwarder.offer(batch(3, name=f"r{i}")) is Admission.ACCEPTED
+            assert await forwarder.offer(batch(3, name=f"r{i}")) is Admission.ACCEPTED
             await asyncio.sleep(0)  # one request each, not merged
         await forwarder.drain(60)
 

@@ -74,8 +74,8 @@ def test_delivers_and_counts(next_hop: CaptureCollector) -> None:
     async def scenario() -> Any:
         forwarder = harness.forwarder()
         forwarder.start()
-        assert forwarder.offer(batch(3)) is Admission.ACCEPTED
-        assert forwarder.offer(batch(4)) is Admission.ACCEPTED
+        assert await forwarder.offer(batch(3)) is Admission.ACCEPTED
+        assert await forwarder.offer(batch(4)) is Admission.ACCEPTED
         return await forwarder.drain(10)
 
     report = run(scenario)
@@ -92,7 +92,7 @@ def test_honours_the_next_hops_retry_info(next_hop: CaptureCollector) -> None:
     async def scenario() -> None:
         forwarder = harness.forwarder()
         forwarder.start()
-        forwarder.offer(batch(5))
+        await forwarder.offer(batch(5))
         await forwarder.drain(30)
 
     run(scenario)
@@ -113,7 +113,7 @@ def test_backs_off_exponentially_without_retry_info(next_hop: CaptureCollector) 
     async def scenario() -> None:
         forwarder = harness.forwarder()
         forwarder.start()
-        forwarder.offer(batch(1))
+        await forwarder.offer(batch(1))
         await forwarder.drain(30)
 
     run(scenario)
@@ -130,7 +130,7 @@ def test_a_next_hop_that_is_down_then_up_gets_everything() -> None:
         forwarder = harness.forwarder()
         forwarder.start()
         for _ in range(20):
-            assert forwarder.offer(batch(10)) is Admission.ACCEPTED
+            assert await forwarder.offer(batch(10)) is Admission.ACCEPTED
         await until(lambda: len(harness.delays) >= 20)  # every batch has failed at least once
         collector.start()
         report = await forwarder.drain(30)
@@ -150,13 +150,13 @@ def test_refuses_when_full_and_takes_again_once_drained(next_hop: CaptureCollect
     async def scenario() -> None:
         forwarder = harness.forwarder()
         forwarder.start()
-        assert forwarder.offer(batch(6)) is Admission.ACCEPTED
-        assert forwarder.offer(batch(4)) is Admission.ACCEPTED
-        assert forwarder.offer(batch(1)) is Admission.QUEUE_FULL
+        assert await forwarder.offer(batch(6)) is Admission.ACCEPTED
+        assert await forwarder.offer(batch(4)) is Admission.ACCEPTED
+        assert await forwarder.offer(batch(1)) is Admission.QUEUE_FULL
         assert forwarder.stats().spans == 10
         next_hop.release()
         await until(lambda: forwarder.stats().spans == 0)
-        assert forwarder.offer(batch(1)) is Admission.ACCEPTED
+        assert await forwarder.offer(batch(1)) is Admission.ACCEPTED
         await forwarder.drain(10)
 
     run(scenario)
@@ -171,8 +171,8 @@ def test_the_byte_bound_refuses_too(next_hop: CaptureCollector) -> None:
     async def scenario() -> None:
         forwarder = harness.forwarder()
         forwarder.start()
-        assert forwarder.offer(one) is Admission.ACCEPTED
-        assert forwarder.offer(batch(1)) is Admission.QUEUE_FULL
+        assert await forwarder.offer(one) is Admission.ACCEPTED
+        assert await forwarder.offer(batch(1)) is Admission.QUEUE_FULL
         next_hop.release()
         await forwarder.drain(10)
 
@@ -186,7 +186,7 @@ def test_an_oversized_batch_is_taken_into_an_empty_queue(next_hop: CaptureCollec
     async def scenario() -> None:
         forwarder = harness.forwarder()
         forwarder.start()
-        assert forwarder.offer(batch(8)) is Admission.ACCEPTED
+        assert await forwarder.offer(batch(8)) is Admission.ACCEPTED
         await forwarder.drain(10)
 
     run(scenario)
@@ -200,10 +200,10 @@ def test_drain_reports_what_it_could_not_deliver(next_hop: CaptureCollector) -> 
     async def scenario() -> Any:
         forwarder = harness.forwarder()
         forwarder.start()
-        forwarder.offer(batch(3))
-        forwarder.offer(batch(4))
+        await forwarder.offer(batch(3))
+        await forwarder.offer(batch(4))
         report = await forwarder.drain(0.2)
-        assert forwarder.offer(batch(1)) is Admission.STOPPING
+        assert await forwarder.offer(batch(1)) is Admission.STOPPING
         return report
 
     report = run(scenario)
@@ -227,7 +227,7 @@ def test_permanent_errors_are_counted_not_retried() -> None:
     async def scenario() -> None:
         forwarder = harness.forwarder()
         forwarder.start()
-        forwarder.offer(batch(3))
+        await forwarder.offer(batch(3))
         await until(lambda: forwarder.stats().spans == 0)
         await forwarder.drain(1)
 
@@ -251,7 +251,7 @@ def test_partial_success_downstream_is_counted(next_hop: CaptureCollector) -> No
     async def scenario() -> None:
         forwarder = harness.forwarder()
         forwarder.start()
-        forwarder.offer(batch(5))
+        await forwarder.offer(batch(5))
         await forwarder.drain(10)
 
     run(scenario)
@@ -272,10 +272,10 @@ def test_waiting_batches_go_out_merged_into_one_export(next_hop: CaptureCollecto
     async def scenario() -> None:
         forwarder = harness.forwarder()
         forwarder.start()
-        forwarder.offer(batch(2, "first"))
+        await forwarder.offer(batch(2, "first"))
         await until(lambda: forwarder.stats().in_flight == 1)
         for name in ("second", "third", "fourth"):
-            forwarder.offer(batch(3, name))
+            await forwarder.offer(batch(3, name))
         next_hop.release()
         await forwarder.drain(10)
 
@@ -301,10 +301,10 @@ def test_merging_stops_at_max_request_bytes(next_hop: CaptureCollector) -> None:
     async def scenario() -> None:
         forwarder = harness.forwarder()
         forwarder.start()
-        forwarder.offer(batch(3))
+        await forwarder.offer(batch(3))
         await until(lambda: forwarder.stats().in_flight == 1)
         for _ in range(5):
-            forwarder.offer(batch(3))
+            await forwarder.offer(batch(3))
         next_hop.release()
         await forwarder.drain(10)
 
@@ -321,7 +321,7 @@ def test_a_request_over_max_request_bytes_goes_out_in_pieces(next_hop: CaptureCo
     async def scenario() -> None:
         forwarder = harness.forwarder()
         forwarder.start()
-        assert forwarder.offer(one) is Admission.ACCEPTED
+        assert await forwarder.offer(one) is Admission.ACCEPTED
         await forwarder.drain(10)
 
     run(scenario)

@@ -73,8 +73,18 @@ class TestHttpSender:
                 "Wed, 21 Oct 2015 07:28:00 GMT",
                 SendResult(SendOutcome.RETRYABLE, None, detail="HTTP 504"),
             ),
-            (400, None, SendResult(SendOutcome.PERMANENT, None, detail="HTTP 400")),
-            (413, None, SendResult(SendOutcome.PERMANENT, None, detail="HTTP 413")),
+            # Permanent; a 400 or a 413 may be about the data (the export is split), a 401
+            # is about us (it is not: every part would be refused alike).
+            (
+                400,
+                None,
+                SendResult(SendOutcome.PERMANENT, None, detail="HTTP 400", data_refused=True),
+            ),
+            (
+                413,
+                None,
+                SendResult(SendOutcome.PERMANENT, None, detail="HTTP 413", data_refused=True),
+            ),
             (401, None, SendResult(SendOutcome.PERMANENT, None, detail="HTTP 401")),
         ],
         ids=["503", "429", "502", "504-date", "400", "413", "401"],

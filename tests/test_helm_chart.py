@@ -195,7 +195,9 @@ def test_the_rendered_objects_are_valid_kubernetes(
     """Every object validates strictly (no unknown field) against the API's own schemas."""
     _, _, rendered = case
     objects = list(manifests(rendered))
-    assert {doc["kind"] for _, doc in objects} >= {"Deployment", "ConfigMap", "ServiceAccount"}
+    kinds = {doc["kind"] for _, doc in objects}
+    assert kinds >= {"ConfigMap", "ServiceAccount"}
+    assert len(kinds & {"Deployment", "StatefulSet"}) == 1  # one workload, of the kind asked
     for path, doc in objects:
         model = OPERATOR_MODELS.get(doc["kind"])
         if model is not None:
@@ -237,6 +239,7 @@ def test_the_committed_rendered_output_is_current(name: str) -> None:
 def test_the_examples_are_the_documented_ones() -> None:
     assert examples() == [
         "minimal",
+        "with-disk-queue",
         "with-prometheus-operator",
         "with-redis-and-3-replicas",
         "with-tls",
@@ -496,6 +499,38 @@ REFUSED = {
         {"config": {"state": {"redis": {"url": "redis://r:6379/0"}}}},
         "use redis.url or redis.embedded.enabled instead",
     ),
+    "the disk queue set in config": (
+        {"config": {"forward": {"endpoint": "c:4317", "queue": {"storage": "disk"}}}},
+        "config.forward.queue.storage is set by the chart: use persistence.enabled",
+    ),
+    "a queue directory set in config": (
+        {"config": {"forward": {"queue": {"directory": "/data"}}}},
+        "config.forward.queue.directory is set by the chart: use persistence",
+    ),
+    "fsync without the disk queue": (
+        {"config": {"forward": {"endpoint": "c:4317", "queue": {"fsync": True}}}},
+        "config.forward.queue.fsync is for the disk queue: set persistence.enabled too",
+    ),
+    "persistence without a next hop": (
+        {"workload": "StatefulSet", "persistence": {"enabled": True}},
+        "persistence.enabled needs config.forward.endpoint",
+    ),
+    "persistence on a Deployment without a claim": (
+        {"config": {"forward": {"endpoint": "c:4317"}}, "persistence": {"enabled": True}},
+        "for a volume per pod, set workload: StatefulSet",
+    ),
+    "one claim for two pods": (
+        {
+            "config": {"forward": {"endpoint": "c:4317"}},
+            "persistence": {"enabled": True, "existingClaim": "queue"},
+            "replicaCount": 2,
+        },
+        "two pods cannot share a queue",
+    ),
+    "an unknown workload": (
+        {"workload": "DaemonSet"},
+        "workload must be Deployment or StatefulSet",
+    ),
     "a ServiceMonitor without a Service": (
         {"serviceMonitor": {"enabled": True}, "service": {"enabled": False}},
         "serviceMonitor.enabled needs service.enabled",
@@ -691,9 +726,14 @@ NOTES_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
         {"replicaCount": 3},
         ["3 replicas without shared state", "Set redis.enabled and\nredis.url"],
     ),
+    "with-disk-queue": (
+        example_values("with-disk-queue"),
+        ["spans wait on the pod's volume (/var/lib/mcp-breaker/queue)"],
+    ),
     "with-tls": (
         example_values("with-tls"),
         [
+            "spans wait in memory: a pod that dies loses them",
             "Every span is forwarded to otel-collector.observability.svc.cluster.local:4317",
             "over mutual TLS",
             "bearer token from the Secret mcp-breaker-secrets",
@@ -711,3 +751,48 @@ def test_the_notes_say_how_to_send_spans_and_subscribe(
     for text in said:
         assert text in notes, notes
     assert "example-mcp-breaker.default.svc:4320" in notes
+
+
+# -- persistence: the disk queue ------------------------------------------------------------
+def test_a_statefulset_gives_each_pod_a_claim_where_the_config_puts_the_queue(
+    tmp_path: Path,
+) -> None:
+    rendered = render(example_values("with-disk-queue"))
+    stateful = one(rendered, "StatefulSet")
+    assert not [doc for _, doc in manifests(rendered) if doc["kind"] == "Deployment"]
+    (claim,) = stateful["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "queue"
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}},
+    }
+    (only,) = stateful["spec"]["template"]["spec"]["containers"]
+    (mount,) = [m for m in only["volumeMounts"] if m["name"] == "queue"]
+    config = yaml.safe_load(config_file(rendered))
+    queue = config["forward"]["queue"]
+    assert queue["storage"] == "disk"
+    assert queue["directory"].startswith(mount["mountPath"] + "/")
+    assert queue["fsync"] is True  # the user's key, left alone
+    # The pod runs as the image's user; fsGroup makes the claim writable by it.
+    assert stateful["spec"]["template"]["spec"]["securityContext"]["fsGroup"] == 10001
+    assert check_config(config_file(rendered), tmp_path).endswith(": valid\n")
+
+
+def test_a_deployment_mounts_an_existing_claim_and_is_recreated_not_rolled() -> None:
+    rendered = render(
+        {
+            "config": {"forward": {"endpoint": "c:4317"}},
+            "persistence": {"enabled": True, "existingClaim": "mcp-breaker-queue"},
+        }
+    )
+    deployment = one(rendered, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["queue"]["persistentVolumeClaim"] == {"claimName": "mcp-breaker-queue"}
+    assert "strategy" not in one(render({}), "Deployment")["spec"]  # the default: rolled
+
+
+def test_the_autoscaler_targets_the_workload_of_the_kind_chosen() -> None:
+    values = {"autoscaling": {"enabled": True}, "workload": "StatefulSet"}
+    target = one(render(values), "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]
+    assert target == {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "example-mcp-breaker"}

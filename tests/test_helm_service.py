@@ -48,17 +48,26 @@ class Pod:
         self,
         rendered: dict[str, str],
         workdir: Path,
+        kind: str = "Deployment",
+        volume: Path | None = None,
         cluster_secrets: dict[str, dict[str, str]] | None = None,
     ) -> None:
-        spec = one(rendered, "Deployment")["spec"]["template"]["spec"]
+        """``volume``: the directory that stands for the pod's persistent volume, which
+        outlives the pod (a StatefulSet's claim). ``cluster_secrets``: Secrets the cluster
+        already holds (name -> key -> value), for the secretKeyRefs the chart does not own."""
+        spec = one(rendered, kind)["spec"]["template"]["spec"]
         (self.container,) = spec["containers"]
         self.grace_s = float(spec["terminationGracePeriodSeconds"])
         self.ports = {p["name"]: p["containerPort"] for p in self.container["ports"]}
-        # The ConfigMap volume, where the container mounts it.
+        # The ConfigMap volume, where the container mounts it; the queue's, at ``volume``.
         (mount,) = [m for m in self.container["volumeMounts"] if m["name"] == "config"]
         config_dir = workdir / "config"
-        config_dir.mkdir(parents=True)
-        (config_dir / "config.yaml").write_text(config_file(rendered), encoding="utf-8")
+        config_dir.mkdir(parents=True, exist_ok=True)
+        text = config_file(rendered)
+        for data in (m for m in self.container["volumeMounts"] if m["name"] == "queue"):
+            assert volume is not None, "this pod mounts a volume: give it one"
+            text = text.replace(data["mountPath"], str(volume))
+        (config_dir / "config.yaml").write_text(text, encoding="utf-8")
         args = [a.replace(mount["mountPath"], str(config_dir)) for a in self.container["args"]]
         _, final = stages()
         entrypoint = json.loads(final.all("ENTRYPOINT")[-1])
@@ -209,7 +218,9 @@ def test_three_pods_on_one_redis_decide_as_one(next_hop: CaptureCollector, tmp_p
         for index in range(replicas):
             # One render per pod: on one machine each needs ports of its own.
             values["ports"] = {name: {"containerPort": free_port()} for name in PORT_NAMES}
-            pods.append(Pod(render(values), tmp_path / f"pod-{index}", cluster).start())
+            pods.append(
+                Pod(render(values), tmp_path / f"pod-{index}", cluster_secrets=cluster).start()
+            )
         for pod in pods:
             wait_until(lambda p=pod: p.probe("readinessProbe") == 200, START_S, pod.log())
         first, *others = pods
@@ -251,3 +262,43 @@ def refused_at(pod: Pod) -> bool:
             pb.CheckRequest(server=SERVER, tool=TOOL, turn="a-new-turn"), timeout=10
         )
     return bool(response.verdict == pb.VERDICT_DENY)
+
+
+def test_the_stateful_pod_keeps_its_queue_across_a_kill(tmp_path: Path) -> None:
+    """The with-disk-queue example: spans taken while the next hop is away, the container
+    killed (SIGKILL, as an OOM kill), a new container on the same claim: they arrive."""
+    port = free_port()  # the next hop, away for now
+    values: dict[str, Any] = example_values("with-disk-queue")
+    values["config"]["forward"]["endpoint"] = f"{LOOPBACK}:{port}"
+    values["listenAddress"] = LOOPBACK
+    values["ports"] = {name: {"containerPort": free_port()} for name in PORT_NAMES}
+    values["secrets"] = {"advisoryTokens": {TOKEN: TENANT}}
+    rendered = render(values)
+    claim = one(rendered, "StatefulSet")["spec"]["volumeClaimTemplates"][0]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    volume = tmp_path / "claim"
+    first = Pod(rendered, tmp_path, "StatefulSet", volume).start()
+    try:
+        wait_until(lambda: first.probe("livenessProbe") == 200, START_S, first.log())
+        spans = record_spans(60, mcp_every=6)
+        assert export_grpc(f"{LOOPBACK}:{first.ports['otlp']}", spans).name == "SUCCESS"
+    finally:
+        assert first.process is not None
+        first.process.kill()
+        first.process.wait(30)
+    assert (volume / "queue" / "forward-queue.sqlite3").exists()
+    hop = CaptureCollector(port).start()
+    second = Pod(rendered, tmp_path, "StatefulSet", volume).start()
+    try:
+        wait_until(lambda: hop.span_count() >= 60, START_S, f"redelivery\n{second.log()}")
+        assert second.stop() == 0, second.log()
+    finally:
+        hop.stop()
+        if second.process is not None and second.process.poll() is None:
+            second.process.kill()
+    assert {s.span_id for s in hop.spans()} == {
+        span.context.span_id.to_bytes(8, "big") for span in spans
+    }
+    assert "disk queue: 60 spans in 1 request were left undelivered by the last run" in (
+        second.log()
+    )

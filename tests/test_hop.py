@@ -6,7 +6,6 @@ shutdown on SIGTERM with the process as a user runs it.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -31,6 +31,7 @@ from tests.support import (
     ServiceThread,
     free_port,
     make_config,
+    start_serve,
     wait_until,
 )
 
@@ -165,8 +166,19 @@ def _rotel_binary() -> str:
     return str(Path(rotel.__file__).parent / "rotel-agent")
 
 
+@dataclass(frozen=True)
+class Rotel:
+    endpoint: str  # where it listens for OTLP/gRPC
+    process: subprocess.Popen[bytes]  # to pause it (SIGSTOP) and resume it
+
+
 @pytest.fixture
-def rotel(next_hop: CaptureCollector, tmp_path: Path) -> Iterator[str]:
+def rotel(rotel_collector: Rotel) -> str:
+    return rotel_collector.endpoint
+
+
+@pytest.fixture
+def rotel_collector(next_hop: CaptureCollector, tmp_path: Path) -> Iterator[Rotel]:
     """A real collector (rotel) listening on OTLP/gRPC and exporting to ``next_hop``."""
     port, http_port = free_port(), free_port()
     log_path = tmp_path / "rotel.log"
@@ -195,7 +207,7 @@ def rotel(next_hop: CaptureCollector, tmp_path: Path) -> Iterator[str]:
         )
     try:
         wait_until(lambda: _listening(port), what="rotel listening")
-        yield f"{LOOPBACK}:{port}"
+        yield Rotel(f"{LOOPBACK}:{port}", process)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -249,25 +261,7 @@ class TestProcess:
     def start(
         *flags: str, env: dict[str, str] | None = None
     ) -> tuple[subprocess.Popen[str], dict[str, int]]:
-        ports = {name: free_port() for name in LISTEN_KEYS}
-        listen = [f"{LISTEN_KEYS[name]}={LOOPBACK}:{port}" for name, port in ports.items()]
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "processor",
-                "serve",
-                *(arg for flag in listen for arg in ("--set", flag)),
-                *flags,
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, **(env or {})},
-        )
-        url = f"http://{LOOPBACK}:{ports['telemetry']}/healthz"
-        wait_until(lambda: process.poll() is not None or _answers(url), what="service up")
-        assert process.poll() is None, process.communicate()[1]
-        return process, ports
+        return start_serve(*flags, env=env)
 
     def test_the_tests_set_every_port_the_service_listens_on(self) -> None:
         """A new listening key must join LISTEN_KEYS, or tests would bind its default."""
@@ -287,10 +281,10 @@ class TestProcess:
         ) in log
         assert "no next hop configured" in log  # the typo set nothing
 
-    def stop(self, process: subprocess.Popen[str]) -> str:
+    def stop(self, process: subprocess.Popen[str], status: int = 0) -> str:
         process.send_signal(signal.SIGTERM)
         _, log = process.communicate(timeout=60)
-        assert process.returncode == 0, log
+        assert process.returncode == status, log
         return log
 
     def test_sigterm_drains_the_queue_before_exiting(self) -> None:
@@ -336,10 +330,11 @@ class TestProcess:
         assert (
             export_grpc(f"{LOOPBACK}:{ports['grpc']}", record_spans(2)) is SpanExportResult.SUCCESS
         )
-        log = self.stop(process)
+        log = self.stop(process, status=3)  # ExitStatus.UNDELIVERED, as documented
         assert (
-            f"shutdown: 42 spans in 2 requests could not be delivered to {LOOPBACK}:{port}" in log
-        )
+            f"shutdown: 42 spans in 2 requests could not be delivered to {LOOPBACK}:{port} "
+            "within 0.5s, and are lost (exit status 3)"
+        ) in log
 
     def test_without_a_next_hop_the_log_says_spans_are_released(self) -> None:
         process, ports = self.start()
@@ -401,11 +396,3 @@ class TestProcess:
             "Address already in use"
         ) in result.stderr
         assert "deliver" not in result.stderr and "shutdown" not in result.stderr, result.stderr
-
-
-def _answers(url: str) -> bool:
-    try:
-        urllib.request.urlopen(url, timeout=2).read()
-    except OSError:
-        return False
-    return True

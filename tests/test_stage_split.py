@@ -7,7 +7,7 @@ import random
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from processor.stage import count_spans_shallow, split_request
+from processor.stage import count_spans_shallow, halve_request, split_request
 
 
 def big_request(seed: int, resources: int = 3, scopes: int = 2, spans: int = 300) -> bytes:
@@ -65,3 +65,28 @@ def test_a_span_bigger_than_the_limit_goes_alone() -> None:
     pieces = split_request(payload, 1000)  # every span is over 10 bytes of blob... or more
     assert sum(count for _, count in pieces) == 4
     assert all(count >= 1 for _, count in pieces)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_halving_keeps_every_span_in_order_with_its_resource_and_scope(seed: int) -> None:
+    """What isolation splits a refused request with: half the spans each, none decoded."""
+    payload = big_request(seed, resources=2, scopes=3, spans=7)
+
+    def described(data: bytes) -> list[tuple[str, str, bytes]]:
+        request = ExportTraceServiceRequest.FromString(data)
+        return [
+            (r.resource.attributes[0].value.string_value, s.scope.name, span.span_id)
+            for r in request.resource_spans
+            for s in r.scope_spans
+            for span in s.spans
+        ]
+
+    (first, first_count), (second, second_count) = halve_request(payload)
+    assert (first_count, second_count) == (21, 21)
+    assert described(first) + described(second) == described(payload)
+    assert [count_spans_shallow(first), count_spans_shallow(second)] == [21, 21]
+
+
+def test_a_lone_span_cannot_be_halved() -> None:
+    payload = big_request(0, resources=1, scopes=1, spans=1)
+    assert halve_request(payload) == [(payload, 1)]

@@ -118,6 +118,9 @@ class Classifier:
         self._held_by_parent: dict[tuple[bytes, bytes], _Pending] = {}
         self._sessions: LRUCache[str, str] = LRUCache(self.config.max_sessions)
         self.spans: dict[bytes, Span] = {}  # the MCP spans of the request last classified
+        # The ids of those read before (an exporter's retry): forwarded with what they were
+        # given the first time (enrich.restore).
+        self.duplicates: list[bytes] = []
         # Call spans of that request whose call it did not decide: their own verdict, and
         # why, so they go on with what they alone say (enrich.annotate_undecided).
         self.undecided: dict[bytes, tuple[Verdict, SpanFate]] = {}
@@ -135,6 +138,7 @@ class Classifier:
         self._now = now
         self.spans = {}
         self.undecided = {}
+        self.duplicates = []
         events: list[Event] = []
         for resource_spans in request.resource_spans:
             resource: dict[str, AttributeValue] | None = None
@@ -188,6 +192,7 @@ class Classifier:
         span = reading.span
         if not self._seen.add((span.trace_id, span.span_id), self._now):
             self.stats.duplicate_spans += 1
+            self.duplicates.append(span.span_id)
             return ()  # the same span exported twice
         self._learn_session(reading)
         if reading.kind is Kind.LISTING:

@@ -21,6 +21,7 @@ from processor.config.model import (
     LogConfig,
     LogLevel,
     QueueConfig,
+    QueueStorage,
     ReceiversConfig,
     RetryConfig,
     RosterConfig,
@@ -28,6 +29,7 @@ from processor.config.model import (
     ServiceConfig,
     TelemetryConfig,
     TurnKey,
+    grpc_target,
     split_endpoint,
 )
 from processor.config.state import Backend, RedisConfig, StateConfig
@@ -48,6 +50,7 @@ __all__ = [
     "LogConfig",
     "LogLevel",
     "QueueConfig",
+    "QueueStorage",
     "ReceiversConfig",
     "RedisConfig",
     "RetryConfig",
@@ -58,6 +61,7 @@ __all__ = [
     "TelemetryConfig",
     "TurnKey",
     "env_var_name",
+    "grpc_target",
     "leaf_keys",
     "load_config",
     "split_endpoint",

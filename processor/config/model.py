@@ -31,6 +31,8 @@ DEFAULT_FORWARD_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 DEFAULT_QUEUE_MAX_SPANS = 100_000
 DEFAULT_QUEUE_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_QUEUE_CONSUMERS = 10
+# Where the queue keeps what it holds: in memory (lost with the process) or on disk.
+DEFAULT_QUEUE_DIRECTORY = ""  # storage disk needs one; nothing is written to disk otherwise
 # What a sender is told to wait when the queue is full (RetryInfo / Retry-After).
 DEFAULT_BACKPRESSURE_RETRY_AFTER_S = 2.0
 DEFAULT_RETRY_INITIAL_INTERVAL_S = 5.0
@@ -51,6 +53,8 @@ DEFAULT_PAIR_WAIT_S = 2.0  # as the Collector's servicegraph connector holds an 
 DEFAULT_MAX_PENDING_CALLS = 10_000
 DEFAULT_MAX_SEEN_SPANS = 200_000
 DEFAULT_SEEN_TTL_S = 600.0  # an exporter's retry of the same spans comes within minutes
+# MCP spans whose annotations are remembered for a later copy: about 600 bytes each.
+DEFAULT_MAX_ANNOTATED_SPANS = 20_000
 DEFAULT_MAX_SESSIONS = 10_000
 
 # --- the breaker ----------------------------------------------------------------------------
@@ -122,6 +126,11 @@ class ForwardProtocol(enum.StrEnum):
     HTTP = "http"
 
 
+class QueueStorage(enum.StrEnum):
+    MEMORY = "memory"  # lost with the process; nothing written anywhere
+    DISK = "disk"  # SQLite in forward.queue.directory: survives a crash and a restart
+
+
 class Compression(enum.StrEnum):
     NONE = "none"
     GZIP = "gzip"
@@ -142,6 +151,46 @@ def endpoint_problem(key: str, value: str, *, allow_empty: bool = False) -> str 
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         return f"{key}: must be host:port with a port from 0 to 65535, got {value!r}"
     return None
+
+
+# The schemes an OTLP/gRPC endpoint may carry, as the OpenTelemetry SDK's gRPC exporter reads
+# them: http is plaintext, https is TLS. Without a scheme, forward.insecure decides.
+GRPC_ENDPOINT_SCHEMES = {"http": False, "https": True}
+
+
+def grpc_endpoint_parts(value: str) -> tuple[str, str, str]:
+    """``(scheme, host:port, path)`` of a gRPC endpoint; the scheme is empty when absent."""
+    scheme, sep, rest = value.partition("://")
+    if not sep:
+        return "", value, ""
+    address, slash, path = rest.partition("/")
+    return scheme.lower(), address, slash + path
+
+
+def grpc_endpoint_problem(key: str, value: str) -> str | None:
+    """Why ``value`` cannot be a gRPC next hop, or None; empty means no next hop."""
+    if not value:
+        return None
+    scheme, address, path = grpc_endpoint_parts(value)
+    if scheme and scheme not in GRPC_ENDPOINT_SCHEMES:
+        return (
+            f"{key}: unsupported scheme {scheme!r} in {value!r}; an OTLP/gRPC endpoint is "
+            "host:port, http://host:port (plaintext) or https://host:port (TLS)"
+        )
+    if path not in ("", "/"):
+        return (
+            f"{key}: an OTLP/gRPC endpoint has no path, got {value!r} (for OTLP/HTTP to "
+            "/v1/traces, set forward.protocol: http)"
+        )
+    return endpoint_problem(key, address)
+
+
+def grpc_target(endpoint: str, insecure: bool) -> tuple[str, bool]:
+    """The ``host:port`` to dial and whether over TLS: a scheme decides, else ``insecure``."""
+    scheme, address, _ = grpc_endpoint_parts(endpoint)
+    if scheme:
+        return address, GRPC_ENDPOINT_SCHEMES[scheme]
+    return address, not insecure
 
 
 def not_positive(prefix: str, config: object, *keys: str) -> list[str]:
@@ -202,14 +251,34 @@ class ReceiversConfig:
 class QueueConfig:
     """The bounded queue in front of the next hop. Full means the sender is told to retry."""
 
+    # The bounds hold for both storages: in memory they bound memory, on disk the disk
+    # (the disk queue keeps in memory only what is being sent).
     max_spans: int = DEFAULT_QUEUE_MAX_SPANS
     max_bytes: int = DEFAULT_QUEUE_MAX_BYTES
     consumers: int = DEFAULT_QUEUE_CONSUMERS
     backpressure_retry_after_s: float = DEFAULT_BACKPRESSURE_RETRY_AFTER_S
+    storage: QueueStorage = QueueStorage.MEMORY
+    directory: str = DEFAULT_QUEUE_DIRECTORY
+    # Disk only: every commit waits for the disk itself (fsync), so an accepted request
+    # survives a power loss too, not only the process; off, it survives the process.
+    fsync: bool = False
 
     def validate(self, prefix: str) -> list[str]:
         keys = ("max_spans", "max_bytes", "consumers", "backpressure_retry_after_s")
-        return not_positive(prefix, self, *keys)
+        problems = not_positive(prefix, self, *keys)
+        if self.storage is QueueStorage.DISK and not self.directory.strip():
+            problems.append(
+                f"{prefix}.directory: must be set when {prefix}.storage is disk (a directory "
+                "the service can write, on a volume that outlives the process)"
+            )
+        if self.storage is QueueStorage.MEMORY:
+            for key, value in (("directory", repr(self.directory)), ("fsync", "true")):
+                if getattr(self, key):
+                    problems.append(
+                        f"{prefix}.{key}: only used by the disk queue, got {value} with "
+                        f"{prefix}.storage memory (set {prefix}.storage: disk, or remove it)"
+                    )
+        return problems
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,14 +316,19 @@ class RetryConfig:
 class ForwardConfig:
     """The next OTLP hop (a Collector, Tempo, Jaeger...)."""
 
-    # host:port for gRPC; a base URL (http://host:4318) for HTTP. Empty: no next hop.
+    # gRPC: host:port, http://host:port (plaintext) or https://host:port (TLS), as the
+    # OpenTelemetry SDK's gRPC exporter reads it. HTTP: a base URL (http://host:4318).
+    # Empty: no next hop.
     endpoint: str = DEFAULT_FORWARD_ENDPOINT
     protocol: ForwardProtocol = ForwardProtocol.GRPC
     # gzip costs about 5 us per span here; on loopback or a LAN, none is cheaper.
     compression: Compression = Compression.NONE
-    # gRPC only: false turns on TLS (with ca_file, or the system roots).
+    # gRPC with a host:port endpoint: false turns on TLS. A scheme in the endpoint wins.
     insecure: bool = True
-    ca_file: str = ""
+    ca_file: str = ""  # TLS: the CA to trust (PEM); empty trusts the system roots
+    # TLS: a client certificate and its key (PEM), for a next hop that asks for mutual TLS.
+    cert_file: str = ""
+    key_file: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     timeout_s: float = DEFAULT_FORWARD_TIMEOUT_S
     max_request_bytes: int = DEFAULT_FORWARD_MAX_REQUEST_BYTES
@@ -264,14 +338,36 @@ class ForwardConfig:
     queue: QueueConfig = field(default_factory=QueueConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)
 
+    @property
+    def tls(self) -> bool:
+        """Whether the connection to the next hop is TLS."""
+        if self.protocol is ForwardProtocol.HTTP:
+            return self.endpoint.lower().startswith("https://")
+        return grpc_target(self.endpoint, self.insecure)[1]
+
     def validate(self, prefix: str) -> list[str]:
-        problems: list[str | None] = []
+        endpoint: str | None = None
         if self.protocol is ForwardProtocol.GRPC:
-            problems.append(endpoint_problem(f"{prefix}.endpoint", self.endpoint, allow_empty=True))
-        elif self.endpoint and not self.endpoint.startswith(("http://", "https://")):
-            problems.append(
+            endpoint = grpc_endpoint_problem(f"{prefix}.endpoint", self.endpoint)
+        elif self.endpoint and not self.endpoint.lower().startswith(("http://", "https://")):
+            endpoint = (
                 f"{prefix}.endpoint: must be an http:// or https:// URL for protocol http, "
                 f"got {self.endpoint!r}"
+            )
+        problems: list[str | None] = [endpoint]
+        if bool(self.cert_file) != bool(self.key_file):
+            problems.append(f"{prefix}: cert_file and key_file go together, got only one")
+        if self.endpoint and endpoint is None and not self.tls:
+            for key in ("ca_file", "cert_file"):
+                if getattr(self, key):
+                    problems.append(
+                        f"{prefix}.{key}: set, but {self.endpoint!r} is not reached over TLS "
+                        "(use https://, or insecure: false for a host:port gRPC endpoint)"
+                    )
+        if self.queue.storage is QueueStorage.DISK and not self.endpoint:
+            problems.append(
+                f"{prefix}.queue.storage: disk needs {prefix}.endpoint: without a next hop "
+                "spans are released, never queued"
             )
         problems += not_positive(prefix, self, "timeout_s", "max_request_bytes")
         if self.shutdown_grace_s < 0:
@@ -297,6 +393,9 @@ class ClassifyConfig:
     # Spans already read are remembered this long, so a span exported twice counts once.
     max_seen_spans: int = DEFAULT_MAX_SEEN_SPANS
     seen_ttl_s: float = DEFAULT_SEEN_TTL_S
+    # A span's second copy goes out with the first copy's mcp.breaker.* attributes while
+    # it is among this many (and within seen_ttl_s); past that, bare.
+    max_annotated_spans: int = DEFAULT_MAX_ANNOTATED_SPANS
     max_sessions: int = DEFAULT_MAX_SESSIONS
     # The last resort for naming a call's server: tool name -> server name.
     tool_servers: dict[str, str] = field(default_factory=dict)
@@ -314,6 +413,7 @@ class ClassifyConfig:
             "seen_ttl_s",
             "max_pending_calls",
             "max_seen_spans",
+            "max_annotated_spans",
             "max_sessions",
         )
         if not self.turn_keys:

@@ -26,6 +26,20 @@ RETRYABLE_GRPC_CODES = frozenset(
 )
 # OTLP/HTTP: the statuses a client retries, honouring Retry-After.
 RETRYABLE_HTTP_STATUSES = frozenset({429, 502, 503, 504})
+# Permanent failures that say nothing about the data: the next hop would refuse any export
+# alike (no such service, no credentials), so sending parts of one apart would only
+# multiply the failures. Every other permanent failure may be about something in the data
+# (INVALID_ARGUMENT; INTERNAL, which gRPC servers answer when a request does not decode;
+# HTTP 400 or 413), and the forwarder splits the export to deliver what the next hop takes.
+ENDPOINT_GRPC_CODES = frozenset(
+    {
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.NOT_FOUND,
+    }
+)
+ENDPOINT_HTTP_STATUSES = frozenset({401, 403, 404, 405})
 
 
 class SendOutcome(enum.Enum):
@@ -42,6 +56,9 @@ class SendResult:
     # Delivered, but the next hop reported partial success.
     rejected_spans: int = 0
     detail: str = ""
+    # PERMANENT, and perhaps because of something in the data (not ENDPOINT_*): parts of
+    # the export may still be taken.
+    data_refused: bool = False
 
 
 def grpc_code_is_retryable(code: grpc.StatusCode, has_retry_info: bool) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
@@ -18,9 +19,11 @@ import grpc
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from processor.config import Compression, ForwardConfig, ForwardProtocol
+from processor.config import Compression, ForwardConfig, ForwardProtocol, grpc_target
 from processor.errors import StartupError
 from processor.forward.retry import (
+    ENDPOINT_GRPC_CODES,
+    ENDPOINT_HTTP_STATUSES,
     RETRYABLE_HTTP_STATUSES,
     SendOutcome,
     SendResult,
@@ -69,13 +72,19 @@ def retry_info_s(trailing_metadata: object) -> float | None:
 
 class GrpcSender:
     def __init__(self, config: ForwardConfig) -> None:
+        # http://host:port and https://host:port as the OpenTelemetry SDK reads them: gRPC
+        # itself would take the scheme for a name resolver and fail every export.
+        address, tls = grpc_target(config.endpoint, config.insecure)
         self.target = config.endpoint
-        if config.insecure:
-            self._channel = grpc.aio.insecure_channel(config.endpoint)
+        if not tls:
+            self._channel = grpc.aio.insecure_channel(address)
         else:
-            root = _read_ca(config.ca_file) if config.ca_file else None
-            credentials = grpc.ssl_channel_credentials(root_certificates=root)
-            self._channel = grpc.aio.secure_channel(config.endpoint, credentials)
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read(config.ca_file, "forward.ca_file"),
+                private_key=_read(config.key_file, "forward.key_file"),
+                certificate_chain=_read(config.cert_file, "forward.cert_file"),
+            )
+            self._channel = grpc.aio.secure_channel(address, credentials)
         self._export = self._channel.unary_unary(EXPORT_METHOD)  # raw bytes both ways
         self._metadata = tuple((k.lower(), v) for k, v in config.headers.items())
         self._compression = (
@@ -97,6 +106,7 @@ class GrpcSender:
                 SendOutcome.RETRYABLE if retryable else SendOutcome.PERMANENT,
                 retry_after_s=retry_after,
                 detail=f"{error.code().name}: {(error.details() or '')[:_DETAIL_CHARS]}",
+                data_refused=not retryable and error.code() not in ENDPOINT_GRPC_CODES,
             )
         return delivered(response)
 
@@ -119,11 +129,13 @@ class HttpSender:
         self._gzip = config.compression is Compression.GZIP
         if self._gzip:
             self._headers["Content-Encoding"] = "gzip"
+        self._ssl = _client_ssl_context(config) if config.tls else None
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:  # created lazily: it must belong to the running loop
-            self._session = aiohttp.ClientSession()
+            connector = aiohttp.TCPConnector(ssl=self._ssl) if self._ssl is not None else None
+            self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
     async def send(self, payload: bytes, timeout_s: float) -> SendResult:
@@ -142,7 +154,8 @@ class HttpSender:
                 return SendResult(
                     SendOutcome.RETRYABLE if retryable else SendOutcome.PERMANENT,
                     retry_after_s=_retry_after_s(response.headers),
-                    detail=f"HTTP {response.status}",
+                    detail=_http_detail(response.status, response.content_type, content),
+                    data_refused=not retryable and response.status not in ENDPOINT_HTTP_STATUSES,
                 )
         except (aiohttp.ClientError, TimeoutError) as error:
             return SendResult(
@@ -166,17 +179,48 @@ class HttpSender:
             await self._session.close()
 
 
+def _http_detail(status: int, content_type: str, content: bytes) -> str:
+    """``HTTP 400``, and the message of the ``google.rpc.Status`` body OTLP/HTTP sends."""
+    message = ""
+    if content and content_type == PROTOBUF:
+        try:
+            message = status_pb2.Status.FromString(content).message
+        except Exception:  # a body that is not a Status says nothing we can use
+            message = ""
+    text = f"HTTP {status}: {message}" if message else f"HTTP {status}"
+    return text[:_DETAIL_CHARS]
+
+
 def _retry_after_s(headers: Mapping[str, str]) -> float | None:
     value = headers.get("Retry-After", "")
     # Only the delay-seconds form; an HTTP-date falls back to our own backoff.
     return float(value) if value.strip().isdigit() else None
 
 
-def _read_ca(path: str) -> bytes:
+def _read(path: str, key: str) -> bytes | None:
+    """A PEM file named by ``key``, or None when it is not set."""
+    if not path:
+        return None
     try:
         return Path(path).read_bytes()
     except OSError as error:
-        raise StartupError(f"forward.ca_file: cannot read {path!r}: {error.strerror}") from None
+        raise StartupError(f"{key}: cannot read {path!r}: {error.strerror}") from None
+
+
+def _client_ssl_context(config: ForwardConfig) -> ssl.SSLContext:
+    """OTLP/HTTP over TLS: the CA to trust (or the system's), and a client certificate."""
+    for path, key in ((config.ca_file, "forward.ca_file"), (config.cert_file, "forward.cert_file")):
+        _read(path, key)  # a missing file is a StartupError that names its key
+    context = ssl.create_default_context(cafile=config.ca_file or None)
+    if config.cert_file:
+        try:
+            context.load_cert_chain(config.cert_file, config.key_file)
+        except (OSError, ssl.SSLError) as error:
+            raise StartupError(
+                f"forward.cert_file, forward.key_file: cannot load the client certificate "
+                f"{config.cert_file!r}: {error}"
+            ) from None
+    return context
 
 
 def make_sender(config: ForwardConfig) -> Sender:

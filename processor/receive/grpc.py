@@ -45,7 +45,7 @@ def trace_service_handler(intake: Intake) -> grpc.GenericRpcHandler:
     async def export(payload: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             sender = Sender(peer=str(context.peer() or ""))
-            result = intake.accept_protobuf(payload, Transport.GRPC, sender)
+            result = await intake.accept_protobuf(payload, Transport.GRPC, sender)
         except InvalidRequest as error:
             intake.count_invalid(Transport.GRPC)
             await context.abort(

@@ -61,9 +61,11 @@ def make_app(intake: Intake, max_body_bytes: int) -> web.Application:
                 body = gunzip_capped(body, max_body_bytes)
             sender = Sender(peer=request.remote or "")
             if content_type == JSON:
-                result = intake.accept_request(request_from_json(body), Transport.HTTP, sender)
+                result = await intake.accept_request(
+                    request_from_json(body), Transport.HTTP, sender
+                )
             else:
-                result = intake.accept_protobuf(body, Transport.HTTP, sender)
+                result = await intake.accept_protobuf(body, Transport.HTTP, sender)
         except (RequestTooLarge, web.HTTPRequestEntityTooLarge):
             intake.count_invalid(Transport.HTTP)
             return _status(

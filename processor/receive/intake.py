@@ -1,7 +1,11 @@
 """What both receivers do with a request once its transport has unwrapped it.
 
 The transports (``grpc.py``, ``http.py``) only translate: bytes and headers in, status
-codes out. Counting, the stage and the hand-off to the forwarder happen here, once.
+codes out. Counting, the stage and the hand-off to the forwarder happen here, once, in
+this order: the stage opens the request (its path, its spans), the forwarder says whether
+it takes that much, and only then does the analysis run, so a refused request leaves no
+trace in the breaker and its retry is read as the first try. Nothing awaits between the
+question and the hand-off, so the answer still holds when the request is given.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from processor.forward.queue import Admission, Downstream
 from processor.sender import UNKNOWN_SENDER, Sender
-from processor.stage import Prepared, Stage
+from processor.stage import Opened, Stage
 from processor.telemetry.metrics import SelfMetrics
 
 
@@ -43,34 +47,38 @@ class Intake:
         self._downstream = downstream
         self._metrics = metrics
 
-    def accept_protobuf(
+    async def accept_protobuf(
         self, payload: bytes, transport: Transport, sender: Sender = UNKNOWN_SENDER
     ) -> IntakeResult:
         """Raises InvalidRequest for undecodable input; the transport counts it."""
-        return self._admit(self._stage.from_protobuf(payload, sender), transport)
+        return await self._admit(self._stage.open(payload), transport, sender)
 
-    def accept_request(
+    async def accept_request(
         self,
         request: ExportTraceServiceRequest,
         transport: Transport,
         sender: Sender = UNKNOWN_SENDER,
     ) -> IntakeResult:
-        return self._admit(self._stage.from_request(request, sender), transport)
+        return await self._admit(self._stage.open_request(request), transport, sender)
 
     def count_invalid(self, transport: Transport) -> None:
         """For requests turned away as undecodable or over a limit."""
         self._metrics.requests.labels(transport, "invalid").inc()
 
-    def _admit(self, prepared: Prepared, transport: Transport) -> IntakeResult:
+    async def _admit(self, opened: Opened, transport: Transport, sender: Sender) -> IntakeResult:
         metrics = self._metrics
-        metrics.stage_requests.labels(prepared.path.value).inc()
+        metrics.stage_requests.labels(opened.path.value).inc()
+        downstream = self._downstream
         # OTLP: an empty request is answered with success; there is nothing to forward.
-        if prepared.span_count and self._downstream.offer(prepared) is not Admission.ACCEPTED:
-            metrics.refused_spans.labels(transport).inc(prepared.span_count)
-            metrics.requests.labels(transport, "refused").inc()
-            return IntakeResult(
-                IntakeOutcome.REFUSED, ExportTraceServiceResponse(), self._downstream.retry_after_s
-            )
+        if opened.span_count and (
+            downstream.admit(opened.span_count, opened.size) is not Admission.ACCEPTED
+        ):
+            return self._refused(transport, opened.span_count)
+        prepared = self._stage.prepare(opened, sender)
+        if prepared.span_count and await downstream.take(prepared) is not Admission.ACCEPTED:
+            # Only when the disk queue cannot write (or shutdown began in between): the
+            # analysis has run, so the retry will read as a duplicate, annotated the same.
+            return self._refused(transport, prepared.span_count)
         response = ExportTraceServiceResponse()
         if prepared.rejected_spans:
             response.partial_success.rejected_spans = prepared.rejected_spans
@@ -79,3 +87,10 @@ class Intake:
         metrics.accepted_spans.labels(transport).inc(prepared.span_count)
         metrics.requests.labels(transport, "success").inc()
         return IntakeResult(IntakeOutcome.ACCEPTED, response)
+
+    def _refused(self, transport: Transport, span_count: int) -> IntakeResult:
+        self._metrics.refused_spans.labels(transport).inc(span_count)
+        self._metrics.requests.labels(transport, "refused").inc()
+        return IntakeResult(
+            IntakeOutcome.REFUSED, ExportTraceServiceResponse(), self._downstream.retry_after_s
+        )

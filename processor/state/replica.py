@@ -47,7 +47,7 @@ from processor.errors import BadEvent
 from processor.pipeline import Pipeline
 from processor.state import events as codec
 from processor.state.events import Force, Release, SharedEvent, Tick
-from processor.state.store import Entry, Store
+from processor.state.store import Entry, RedisStore
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class SharedState:
     def __init__(
         self,
         config: RedisConfig,
-        store: Store,
+        store: RedisStore,
         pipeline: Pipeline,
         advisories: AdvisoryService | None,
         *,

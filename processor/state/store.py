@@ -110,7 +110,10 @@ def client_for(config: RedisConfig) -> aioredis.Redis:
     return aioredis.from_url(config.url, **options)
 
 
-class Store:
+class RedisStore:
+    """The Redis side of shared state: the stream, its ticker, the probe arbiter and the
+    operators' overrides, each one Redis command or script."""
+
     def __init__(self, client: aioredis.Redis, prefix: str) -> None:
         self.client = client
         self.prefix = prefix

@@ -415,7 +415,8 @@ REFUSED_SPANS = _hop(
     "receiver_refused_spans",
     C,
     ("transport",),
-    "Spans the sender was told to retry (queue full or shutting down).",
+    "Spans the sender was told to retry (queue full, shutting down, or the disk queue "
+    "could not write).",
     "rate(mcp_breaker_receiver_refused_spans_total[5m]) > 0",
 )
 REJECTED_SPANS = _hop(
@@ -457,8 +458,23 @@ SEND_FAILED_SPANS = _hop(
     "exporter_send_failed_spans",
     C,
     ("reason",),
-    "Accepted spans that were not delivered, by reason.",
+    "Accepted spans that were not delivered, by reason: permanent (the next hop refused "
+    "them for good), retries_exhausted, rejected_by_next_hop (partial success), shutdown "
+    "(held in memory at the end of the grace period), storage (the disk queue could not "
+    "read them back).",
     "sum by (reason) (rate(mcp_breaker_exporter_send_failed_spans_total[5m])) > 0",
+)
+REJECTED_BY_SENDER = MetricSpec(
+    name="exporter_rejected_spans",
+    kind=C,
+    unit="",
+    labels=("service_name",),
+    help="Spans the next hop refused for good for what was in them, by the service.name of "
+    "the resource that sent them: the export was split until only the refused spans were "
+    "left, so other senders' spans went on (reason permanent in send_failed_spans counts "
+    "them too; the log names the peer).",
+    query="sum by (service_name) (increase(mcp_breaker_exporter_rejected_spans_total[1h])) > 0",
+    bounded=True,
 )
 SEND_RETRIES = _hop(
     "exporter_send_retries",
@@ -519,6 +535,7 @@ HOP: tuple[MetricSpec, ...] = (
     STAGE_ERRORS,
     SENT_SPANS,
     SEND_FAILED_SPANS,
+    REJECTED_BY_SENDER,
     SEND_RETRIES,
     RELEASED_SPANS,
     QUEUE_SPANS,

@@ -55,6 +55,7 @@ RECORDED = (
     c.COLLAPSES,
     c.NAMESPACES_MISSING,
     c.STALE_ROSTER,
+    c.REJECTED_BY_SENDER,  # counted by the forwarder, bounded here with the others
 )
 PROBE_RESULTS = ("granted", "succeeded", "failed")
 REFUSED = "refused"  # the outcome label of a call an advisory kept the harness from making
@@ -91,6 +92,10 @@ class FindingMetrics(Collector):
         }
         self._collapses_seen: LruMap[str, list[int]] = LruMap(MAX_COLLAPSES_REMEMBERED)
         self._dead_found_late: dict[tuple[str, ...], float] = {(r.value,): 0 for r in Rule}
+
+    def count_rejected_spans(self, service_name: str, spans: int) -> None:
+        """Spans the next hop refused for good, by their sender's service.name."""
+        self._add(c.REJECTED_BY_SENDER, (label_value(service_name),), self._clock(), amount=spans)
 
     # -- the sink -------------------------------------------------------------------------
     def __call__(self, finding: object) -> None:

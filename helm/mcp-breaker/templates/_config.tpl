@@ -6,6 +6,8 @@ switches (from `ports` and `listenAddress`) and the TLS files (from `advisoryTls
 where the defaults say). The secret keys come from the environment, never from this file.
 */}}
 {{- define "mcp-breaker.mountPath" -}}/etc/mcp-breaker{{- end }}
+{{- /* Where the persistence volume is mounted; the disk queue is a directory in it. */ -}}
+{{- define "mcp-breaker.dataPath" -}}/var/lib/mcp-breaker{{- end }}
 
 {{- define "mcp-breaker.configDefaults" -}}
 {{- $host := .Values.listenAddress -}}
@@ -37,6 +39,10 @@ where the defaults say). The secret keys come from the environment, never from t
 {{- end }}
 {{- $_ := set $defaults "state" (dict "backend" "redis" "redis" $redis) -}}
 {{- end }}
+{{- if .Values.persistence.enabled }}
+{{- $queue := dict "storage" "disk" "directory" (printf "%s/queue" (include "mcp-breaker.dataPath" .)) -}}
+{{- $_ := set $defaults "forward" (dict "queue" $queue) -}}
+{{- end }}
 {{- toYaml $defaults }}
 {{- end }}
 
@@ -62,6 +68,8 @@ values.schema.json already rejects most of these; this says why, and holds with
   (list "advisories.endpoint" "ports.advisories.containerPort and listenAddress")
   (list "advisories.enabled" "ports.advisories.enabled")
   (list "advisories.tls" "advisoryTls")
+  (list "forward.queue.storage" "persistence.enabled (the disk queue needs a volume)")
+  (list "forward.queue.directory" "persistence (the chart mounts the volume and names the directory)")
   (list "advisories.tokens" "secrets.advisoryTokens or secrets.existingSecret: it is a secret")
   (list "advisories.admin_tokens" "secrets.advisoryAdminTokens or secrets.existingSecret: it is a secret")
   (list "forward.headers" "secrets.forwardHeaders or secrets.existingSecret: they can hold credentials")
@@ -99,6 +107,23 @@ values.schema.json already rejects most of these; this says why, and holds with
 {{- $grace := float64 (dig "forward" "shutdown_grace_s" 10.0 .Values.config) -}}
 {{- if lt (float64 .Values.terminationGracePeriodSeconds) (addf $grace 5) }}
 {{- fail (printf "terminationGracePeriodSeconds (%v) must be at least forward.shutdown_grace_s (%v) + 5: the pod is killed before its queue has drained" .Values.terminationGracePeriodSeconds $grace) }}
+{{- end }}
+{{- if not (has .Values.workload (list "Deployment" "StatefulSet")) }}
+{{- fail (printf "workload must be Deployment or StatefulSet, got %v" .Values.workload) }}
+{{- end }}
+{{- if and (dig "forward" "queue" "fsync" false .Values.config) (not .Values.persistence.enabled) }}
+{{- fail "config.forward.queue.fsync is for the disk queue: set persistence.enabled too" }}
+{{- end }}
+{{- if .Values.persistence.enabled }}
+{{- if not (dig "forward" "endpoint" "" .Values.config) }}
+{{- fail "persistence.enabled needs config.forward.endpoint: without a next hop nothing is queued" }}
+{{- end }}
+{{- if and (eq .Values.workload "Deployment") (not .Values.persistence.existingClaim) }}
+{{- fail "persistence.enabled with workload Deployment needs persistence.existingClaim; for a volume per pod, set workload: StatefulSet" }}
+{{- end }}
+{{- if and .Values.persistence.existingClaim (or .Values.autoscaling.enabled (gt (int .Values.replicaCount) 1)) }}
+{{- fail "persistence.existingClaim is one volume, and two pods cannot share a queue: keep replicaCount 1 without autoscaling, or use workload: StatefulSet without existingClaim (a claim per pod)" }}
+{{- end }}
 {{- end }}
 {{- if and .Values.advisoryTls.enabled (not .Values.advisoryTls.secretName) }}
 {{- fail "advisoryTls.enabled needs advisoryTls.secretName: a kubernetes.io/tls Secret with tls.crt and tls.key" }}

@@ -129,6 +129,10 @@ spec:
         # A writable /tmp on a read-only root filesystem.
         - name: tmp
           mountPath: /tmp
+        {{- if .Values.persistence.enabled }}
+        - name: queue
+          mountPath: {{ include "mcp-breaker.dataPath" . }}
+        {{- end }}
         {{- if .Values.advisoryTls.enabled }}
         - name: advisory-tls
           mountPath: {{ $dir }}/tls
@@ -152,6 +156,13 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: 64Mi
+    {{- with .Values.persistence.existingClaim }}
+    {{- if $.Values.persistence.enabled }}
+    - name: queue
+      persistentVolumeClaim:
+        claimName: {{ . }}
+    {{- end }}
+    {{- end }}
     {{- if .Values.advisoryTls.enabled }}
     - name: advisory-tls
       secret:

@@ -1,0 +1,55 @@
+"""The annotations written on each MCP span, remembered so a span exported twice goes out
+annotated the same the second time.
+
+The classifier reads a span once (``RecentKeys`` drops the second copy, so a retried
+export never counts a call twice), which means the pipeline decides nothing about the
+second copy and would forward it bare. Exporters do send a span twice: an SDK whose
+export timed out retries the whole request, though we took it the first time. So what
+``enrich`` wrote on a span (its ``mcp.breaker.*`` or ``mcp.roster.*`` values) is kept here
+by trace and span id, and written again on a later copy of the same span.
+
+Bounded in entries and in age, like the classifier's memory of the spans it has seen. An
+entry holds the very mapping enrich wrote from (shared by the spans of one call), so
+keeping it costs a dictionary slot, not a copy.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+
+SpanKey = tuple[bytes, bytes]  # trace id, span id
+Values = Mapping[str, object]
+
+
+class AnnotationMemory:
+    def __init__(self, max_spans: int, ttl_s: float, clock: Callable[[], float]) -> None:
+        self._max_spans = max_spans
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._kept: dict[SpanKey, Values] = {}
+        self._order: deque[tuple[float, SpanKey]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def keep(self, key: SpanKey, values: Values) -> None:
+        """What was written on the span ``key``; added to what it was given before."""
+        now = self._clock()
+        self._forget_old(now)
+        earlier = self._kept.get(key)
+        if earlier is None:
+            self._order.append((now, key))
+            self._kept[key] = values
+        elif earlier is not values:  # a span annotated twice in one request: both kept
+            self._kept[key] = {**values, **earlier}
+
+    def recall(self, key: SpanKey) -> Values | None:
+        self._forget_old(self._clock())
+        return self._kept.get(key)
+
+    def _forget_old(self, now: float) -> None:
+        order, kept = self._order, self._kept
+        while order and (len(kept) >= self._max_spans or now - order[0][0] >= self._ttl_s):
+            _, key = order.popleft()
+            kept.pop(key, None)

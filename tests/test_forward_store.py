@@ -1,0 +1,211 @@
+"""The disk queue's store: real SQLite files in a temporary directory, reopened as a restart
+would; and the forwarder on it, against a real gRPC next hop."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from processor.config import load_config
+from processor.errors import StartupError
+from processor.forward.queue import Admission, Forwarder
+from processor.forward.senders import GrpcSender
+from processor.forward.store import FILE_NAME, DiskStore, MemoryStore
+from processor.sender import Sender
+from processor.stage import Prepared, StagePath
+from processor.telemetry.metrics import SelfMetrics
+from tests.poison import sender_request, span_id
+from tests.support import CaptureCollector
+
+
+def batch(first: int, count: int = 10, peer: str = "ipv4:10.0.0.1:5000") -> Prepared:
+    payload = sender_request("svc", first, count)
+    return Prepared(payload, count, 0, "", StagePath.PASSTHROUGH, Sender(peer=peer, tenant="t"))
+
+
+def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_what_was_appended_and_not_removed_is_there_after_a_reopen(tmp_path: Path) -> None:
+    async def first_run() -> None:
+        store = DiskStore(str(tmp_path), fsync=False)
+        assert store.recovered() == []
+        held = [await store.append(batch(i * 10)) for i in range(5)]
+        assert [h.key for h in held] == sorted(h.key for h in held)
+        assert await store.payloads(held[1:3]) == [batch(10).payload, batch(20).payload]
+        await store.remove(held[:2])
+        # Span data: the service's user alone may read it, the write-ahead log included.
+        for name in (FILE_NAME, f"{FILE_NAME}-wal"):
+            assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
+        await store.close()
+
+    async def second_run() -> None:
+        store = DiskStore(str(tmp_path), fsync=True)
+        recovered = store.recovered()
+        assert [(h.span_count, h.size) for h in recovered] == [
+            (10, len(batch(i * 10).payload)) for i in (2, 3, 4)
+        ]
+        assert recovered[0].sender == Sender(peer="ipv4:10.0.0.1:5000", tenant="t")
+        assert await store.payloads(recovered) == [batch(i * 10).payload for i in (2, 3, 4)]
+        await store.close()
+
+    run(first_run)
+    run(second_run)
+
+
+def test_a_directory_it_creates_is_the_services_alone(tmp_path: Path) -> None:
+    asyncio.run(DiskStore(str(tmp_path / "queue"), fsync=False).close())
+    assert (tmp_path / "queue").stat().st_mode & 0o777 == 0o700
+
+
+def test_appends_made_together_are_committed_together(tmp_path: Path) -> None:
+    """Group commit: many requests waiting while one commit runs share the next one."""
+    transactions: list[int] = []
+
+    async def scenario() -> None:
+        store = DiskStore(str(tmp_path), fsync=True)
+        insert = store._insert
+
+        def counting(batches: list[Prepared]) -> list[int]:
+            transactions.append(len(batches))
+            return insert(batches)
+
+        store._insert = counting  # type: ignore[method-assign]
+        held = await asyncio.gather(*(store.append(batch(i * 10)) for i in range(50)))
+        assert len({h.key for h in held}) == 50
+        await store.close()
+
+    run(scenario)
+    assert sum(transactions) == 50
+    assert len(transactions) < 50  # fewer commits than requests
+
+
+def test_a_second_process_cannot_open_the_same_queue(tmp_path: Path) -> None:
+    store = DiskStore(str(tmp_path), fsync=False)
+    try:
+        code = (
+            "import sys; from processor.forward.store import DiskStore\n"
+            "from processor.errors import StartupError\n"
+            "try:\n    DiskStore(sys.argv[1], fsync=False)\n"
+            "except StartupError as e:\n    print(e); sys.exit(7)\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60
+        )
+    finally:
+        asyncio.run(store.close())
+    assert result.returncode == 7, result.stderr
+    assert "forward.queue.directory:" in result.stdout
+    assert "is in use by another process" in result.stdout
+
+
+def test_a_file_that_is_not_a_queue_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / FILE_NAME).write_bytes(
+        b"this is not an SQLite database, but it is long enough" * 40
+    )
+    with pytest.raises(StartupError, match=r"forward\.queue\.directory: .* move it aside"):
+        DiskStore(str(tmp_path), fsync=False)
+
+
+def test_a_database_of_another_layout_is_refused(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / FILE_NAME)
+    db.execute("CREATE TABLE requests (x)")
+    db.execute("PRAGMA user_version = 99")
+    db.commit()
+    db.close()
+    with pytest.raises(StartupError, match="layout 99"):
+        DiskStore(str(tmp_path), fsync=False)
+
+
+def test_a_directory_under_a_file_is_a_startup_error(tmp_path: Path) -> None:
+    """Runs as root too: no permission can make a directory inside a regular file."""
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StartupError, match=r"forward\.queue\.directory: cannot create"):
+        DiskStore(str(tmp_path / "file" / "queue"), fsync=False)
+
+
+def test_the_memory_store_keeps_the_bytes_in_its_entries() -> None:
+    async def scenario() -> None:
+        store = MemoryStore()
+        held = await store.append(batch(0))
+        assert held.payload == batch(0).payload
+        assert await store.payloads([held]) == [batch(0).payload]
+        assert store.recovered() == [] and not store.durable
+
+    run(scenario)
+
+
+class TestForwarderOnDisk:
+    def forwarder(self, hop: CaptureCollector, directory: Path, *overrides: str) -> Forwarder:
+        config = load_config(
+            overrides=[
+                f"forward.endpoint={hop.endpoint}",
+                "forward.queue.storage=disk",
+                f"forward.queue.directory={directory}",
+                "forward.queue.consumers=1",
+                *overrides,
+            ]
+        ).forward
+        store = DiskStore(config.queue.directory, fsync=config.queue.fsync)
+        return Forwarder(config, GrpcSender(config), SelfMetrics(CollectorRegistry()), store=store)
+
+    def test_what_is_left_at_shutdown_is_kept_and_sent_by_the_next_run(
+        self, next_hop: CaptureCollector, tmp_path: Path
+    ) -> None:
+        next_hop.stall()
+
+        async def first_run() -> Any:
+            forwarder = self.forwarder(next_hop, tmp_path)
+            forwarder.start()
+            for i in range(4):
+                assert await forwarder.offer(batch(i * 10)) is Admission.ACCEPTED
+            return await forwarder.drain(0.2)
+
+        report = run(first_run)
+        # Kept, not lost: nothing counted as undelivered, everything said to be on disk.
+        assert (report.undelivered_spans, report.kept_spans, report.kept_batches) == (0, 40, 4)
+        next_hop.release()
+        assert next_hop.span_count() == 0
+
+        async def second_run() -> Any:
+            forwarder = self.forwarder(next_hop, tmp_path)
+            assert (forwarder.recovered_spans, forwarder.recovered_batches) == (40, 4)
+            assert forwarder.stats().spans == 40
+            forwarder.start()
+            return await forwarder.drain(10)
+
+        report = run(second_run)
+        assert report.delivered_spans == 40 and report.kept_spans == 0
+        assert {s.span_id for s in next_hop.spans()} == {span_id(i) for i in range(40)}
+        assert DiskStore(str(tmp_path), fsync=False).recovered() == []
+
+    def test_the_disk_queue_is_bounded_in_bytes_like_the_memory_queue(
+        self, next_hop: CaptureCollector, tmp_path: Path
+    ) -> None:
+        three = sum(len(batch(i * 10).payload) for i in range(3))
+        next_hop.stall()
+
+        async def scenario() -> None:
+            forwarder = self.forwarder(next_hop, tmp_path, f"forward.queue.max_bytes={three}")
+            forwarder.start()
+            for i in range(3):
+                assert await forwarder.offer(batch(i * 10)) is Admission.ACCEPTED
+            assert await forwarder.offer(batch(30)) is Admission.QUEUE_FULL
+            assert forwarder.stats().bytes == three
+            next_hop.release()
+            while forwarder.stats().spans:
+                await asyncio.sleep(0.01)
+            assert await forwarder.offer(batch(30)) is Admission.ACCEPTED
+            await forwarder.drain(10)
+
+        run(scenario)
+        assert next_hop.span_count() == 40
