@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from processor.classify.events import FailureClass, Outcome
+from processor.classify.events import FailureClass, FailureOrigin, Outcome
 from processor.classify.result import MAX_CONTENT_ITEMS, read_result
 from processor.classify.spanview import MAX_JSON_CHARS
+from processor.config import ClassifyConfig
 from tests.classify_builders import CLIENT, SERVER, classify_all, make_span, only_call
 
 # The T3 seed (t3code #15566), "Actual behavior": the failed t3_queue_list call, verbatim.
@@ -235,3 +236,59 @@ def test_deep_nesting_and_wrappers_inside_wrappers_are_bounded() -> None:
     assert read_result(nested).typed_failure is None  # one wrapper deep, no more
     deep = "[" * 10_000 + "]" * 10_000
     assert read_result(deep).typed_failure is None  # the decoder's own limit, no crash
+
+
+# --- classify.hidden_failure_patterns: the operator's own words for a failure ---------------
+
+QUOTA = "QUOTA_EXCEEDED: the daily limit of 100 calls is spent"
+PATTERNS = (r"^QUOTA_EXCEEDED\b", r"rate limit(ed)? reached")
+
+# (id, the result as a stack records it, the patterns configured, the verdict)
+PATTERN_SHAPES: list[tuple[str, Any, tuple[str, ...], tuple[Outcome, FailureClass | None]]] = [
+    ("a pattern matches a plain text result", QUOTA, PATTERNS, HIDDEN),
+    ("a pattern matches a content list's text", [text(QUOTA)], PATTERNS, HIDDEN),
+    (
+        "a pattern matches the text of an envelope saying isError false",
+        {"content": [text("sorry: rate limit reached, retry in 60s")], "isError": False},
+        PATTERNS,
+        HIDDEN,
+    ),
+    ("no pattern matches the text", "forecast for Paris: sunny", PATTERNS, OK),
+    (
+        "no pattern matches an envelope saying isError false",
+        {"content": [text("3 invoices found")], "isError": False},
+        PATTERNS,
+        OK,
+    ),
+    ("an anchored pattern does not match mid-text", "quota? " + QUOTA, PATTERNS, OK),
+    ("the same text with no pattern configured", QUOTA, (), OK),
+    (
+        "isError true: a tool error, whatever the patterns say",
+        {"content": [text(QUOTA)], "isError": True},
+        PATTERNS,
+        TOOL_ERROR,
+    ),
+]
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+@pytest.mark.parametrize(
+    ("result", "patterns", "verdict"),
+    [p[1:] for p in PATTERN_SHAPES],
+    ids=[p[0] for p in PATTERN_SHAPES],
+)
+def test_configured_hidden_failure_patterns_in_every_dialect(
+    dialect: str,
+    result: Any,
+    patterns: tuple[str, ...],
+    verdict: tuple[Outcome, FailureClass | None],
+) -> None:
+    config = ClassifyConfig(hidden_failure_patterns=patterns)
+    call = only_call(classify_all(DIALECTS[dialect](result), config=config))
+    assert (call.outcome, call.failure_class) == verdict
+    if verdict == HIDDEN:
+        # The failure is the tool's, told in the result's own words.
+        assert call.verdict.origin is FailureOrigin.TOOL
+        assert "QUOTA_EXCEEDED" in call.verdict.error_excerpt or (
+            "rate limit reached" in call.verdict.error_excerpt
+        )

@@ -6,19 +6,22 @@ config: a dead tool on a live server, a dead session, the blast radius. The outc
 come from real spans through the classifier where the origin matters (the words and
 flags that say whether the server answered), and a stateful property drives one server
 with several tools through any sequence of outcomes: its circuit never opens on the
-ratio rule while a success stands in its window, and never on anything but evidence
-about the server.
+ratio rule while a success stands in its window (at the default ratio, 1.0), and never on
+anything but evidence about the server. It runs on the default config and with the ratio
+rule alone (consecutive_failures 0), so the ratio rule's openings are checked, not merely
+allowed for.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, cast
 
 import pytest
-from hypothesis import settings
+from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
@@ -288,49 +291,98 @@ OUTCOMES = {
     "timeout": lambda m, tool, turn: failed(m, FailureClass.TIMEOUT, turn=turn, tool=tool),
     "protocol": lambda m, tool, turn: failed(m, FailureClass.PROTOCOL, turn=turn, tool=tool),
 }
+# Minutes between calls; 90 is past the server's window (an hour): it starts afresh.
+GAPS = [0.1, 1.0, 4.0, 30.0, 90.0]
+
+
+# The default config, where three failures in a row open a circuit before the ratio rule
+# can; then the ratio rule alone (consecutive_failures 0 turns the fast path off), at
+# "only failures" and at a ratio a success in the window does not keep shut.
+SERVER_CONFIGS = {
+    "default": BreakerConfig(),
+    "ratio rule alone, only failures": BreakerConfig(consecutive_failures=0),
+    "ratio rule alone, 0.6": BreakerConfig(consecutive_failures=0, failure_ratio=0.6),
+}
 
 
 class OneServer(RuleBasedStateMachine):
     """One server, three tools, any outcomes minutes apart: the server opens only on
-    evidence about the server."""
+    evidence about the server, and the ratio rule opens it exactly when its window says so.
+    ``seen`` counts the server's openings by trigger over a whole run, so a run can show
+    that the rules it checks did fire."""
+
+    config = BreakerConfig()
+    seen: ClassVar[Counter[str]] = Counter()
 
     def __init__(self) -> None:
         super().__init__()
-        self.engine = breaker()
+        self.engine = Breaker(self.config, jitter=lambda: 0.5)
         self.minute = 0.0
         self.turn = 0
 
     @rule(
         tool=st.sampled_from(TOOLS),
         outcome=st.sampled_from(sorted(OUTCOMES)),
-        gap=st.sampled_from([0.1, 1.0, 4.0, 30.0]),
+        gap=st.sampled_from(GAPS),
         new_turn=st.booleans(),
     )
     def call(self, tool: str, outcome: str, gap: float, new_turn: bool) -> None:
         self.minute += gap
         self.turn += new_turn
+        self.observe(tool, outcome)
+
+    @rule(tools=st.lists(st.sampled_from(TOOLS), min_size=1, max_size=4))
+    def outage(self, tools: list[str]) -> None:
+        """The session dies: a burst of failed calls, each its own turn, seconds apart."""
+        for tool in tools:
+            self.minute += 0.1
+            self.turn += 1
+            self.observe(tool, "session")
+
+    def observe(self, tool: str, outcome: str) -> None:
         server = self.engine.circuits.peek(WEB)
         window_before = list(server.window) if server is not None else []
+        closed_before = server is None or server.state is State.CLOSED
         decision = self.engine.observe(OUTCOMES[outcome](self.minute, tool, f"t{self.turn}"))
+        c = self.config
         for transition in decision.transitions:
             if transition.key != WEB or transition.target is not State.OPEN:
                 continue
+            self.seen[transition.trigger.value] += 1
+            event(f"server opened: {transition.trigger.value}")
             if transition.trigger is Trigger.FAILURE_RATIO:
-                # Ratio 1.0: only failures. A success anywhere in the window keeps it shut.
-                assert all(failed for _, failed in self.engine.circuits[WEB].window)
+                calls, failures = self.engine.circuits[WEB].calls_and_failures()
                 assert outcome == "session"
+                assert calls >= c.min_calls and failures >= c.failure_ratio * calls
+                if c.failure_ratio == 1.0:
+                    # Only failures: a success anywhere in the window keeps it shut.
+                    assert failures == calls
+                if failures < calls:
+                    self.seen["failure_ratio with a success in the window"] += 1
             elif transition.trigger is Trigger.CONSECUTIVE_FAILURES:
-                assert outcome == "session"
+                assert c.consecutive_failures > 0 and outcome == "session"
                 assert all(failed for _, failed in window_before[-2:])
             elif transition.trigger is Trigger.BLAST_RADIUS:
                 assert self.engine.server_out("web", now_s=transition.at_s)
             else:
                 assert transition.trigger is Trigger.PROBE_FAILED and outcome == "session"
+        # And the other way: a closed server whose window now meets the ratio is open.
+        after = self.engine.circuits.peek(WEB)
+        if closed_before and after is not None and outcome == "session":
+            calls, failures = after.calls_and_failures()
+            if calls >= c.min_calls and failures >= c.failure_ratio * calls:
+                assert after.state is State.OPEN
+            elif failures >= c.min_calls and after.state is State.CLOSED:
+                self.seen["held shut by a success in the window"] += 1
 
 
-def test_a_server_opens_only_on_evidence_about_the_server() -> None:
+@pytest.mark.parametrize("name", list(SERVER_CONFIGS))
+def test_a_server_opens_only_on_evidence_about_the_server(name: str) -> None:
+    config = SERVER_CONFIGS[name]
+    fresh = {"config": config, "seen": Counter()}
+    machine = cast(type[OneServer], type(f"OneServer[{name}]", (OneServer,), fresh))
     run_state_machine_as_test(
-        OneServer,
+        machine,
         settings=settings(
             max_examples=150,
             stateful_step_count=40,
@@ -339,3 +391,53 @@ def test_a_server_opens_only_on_evidence_about_the_server() -> None:
             database=None,
         ),
     )
+    seen = machine.seen
+    # Not vacuous: the rules the run checks did open the server, many times over.
+    if config.consecutive_failures:
+        assert seen[Trigger.CONSECUTIVE_FAILURES.value] > 0
+    else:
+        assert seen[Trigger.CONSECUTIVE_FAILURES.value] == 0
+        assert seen[Trigger.FAILURE_RATIO.value] > 0
+    if config.failure_ratio < 1:
+        assert seen["failure_ratio with a success in the window"] > 0
+    elif not config.consecutive_failures:
+        # Enough failures to open it, but a success among them: the case the rule is for.
+        assert seen["held shut by a success in the window"] > 0
+
+
+# --- the ratio rule, on its own --------------------------------------------------------------
+
+RATIO_ALONE = BreakerConfig(consecutive_failures=0)
+
+
+def session_failure(minute: float, tool: str) -> ToolCall:
+    return failed(minute, FailureClass.TRANSPORT, turn=f"t{minute}", tool=tool)
+
+
+def test_the_ratio_rule_opens_a_server_whose_window_holds_only_failures() -> None:
+    """With the fast path off, min_calls (3) session failures across tools open the server
+    on the ratio rule alone."""
+    engine = Breaker(RATIO_ALONE, jitter=lambda: 0.5)
+    decisions = [engine.observe(session_failure(i, TOOLS[i])) for i in range(3)]
+    assert [tuple(d.transitions) for d in decisions[:2]] == [(), ()]
+    (opened,) = [t for t in decisions[2].transitions if t.key == WEB]
+    assert (opened.target, opened.trigger) == (State.OPEN, Trigger.FAILURE_RATIO)
+    assert engine.circuits[WEB].calls_and_failures() == (3, 3)
+
+
+@pytest.mark.parametrize(("failure_ratio", "opens_at"), [(1.0, None), (0.75, 3), (0.6, 2)], ids=str)
+def test_one_success_in_the_window_against_the_ratio(
+    failure_ratio: float, opens_at: int | None
+) -> None:
+    """A success, then session failures: at ratio 1.0 the server never opens; below it,
+    once failures reach the ratio of the window's calls."""
+    config = replace(RATIO_ALONE, failure_ratio=failure_ratio)
+    engine = Breaker(config, jitter=lambda: 0.5)
+    engine.observe(tool_call(0, turn="t-ok", tool="a"))
+    for n in range(1, 6):
+        decision = engine.observe(session_failure(n, TOOLS[n % 3]))
+        opened = [t.trigger for t in decision.transitions if t.key == WEB]
+        assert opened == ([Trigger.FAILURE_RATIO] if n == opens_at else []), n
+        if n == opens_at:  # a success and n failures: the window that opened it
+            assert engine.circuits[WEB].calls_and_failures() == (n + 1, n)
+    assert (state(engine, WEB) is State.OPEN) is (opens_at is not None)

@@ -174,9 +174,50 @@ def test_a_killed_replica_comes_back_with_the_same_circuits_and_deadlines(
     assert circuits_of(r3.state()) == before
 
 
+def circuits_of_server(
+    replica: ReplicaProcess, server: str
+) -> dict[tuple[int, str], tuple[int, int]]:
+    """One server's circuits (its own and its tools') at a replica: state and expiry."""
+    return {
+        (a.scope, a.key): (a.state, a.expires_unix_nano)
+        for a in replica.state().advisories
+        if a.server == server and a.scope in (pb.SCOPE_SERVER, pb.SCOPE_TOOL)
+    }
+
+
+def decide_alone(
+    d1: ReplicaProcess, d2: ReplicaProcess, next_hop: CaptureCollector
+) -> list[ReadableSpan]:
+    """Redis is away: a dead server's failures reach d1, which decides on its own engines
+    (Check says DENY, the next call's forwarded span is a dead call) while d2, which cannot
+    hear of it, still allows. Returns the spans sent."""
+    failures = tool_calls([f"db-{i}" for i in range(3)], tool="query", server="db")
+    assert export_grpc(d1.otlp, failures).name == "SUCCESS"
+    wait_until(
+        lambda: d1.check(server="db", tool="query", turn="alone").verdict == pb.VERDICT_DENY,
+        SETTLE_S,
+        "d1 to decide alone",
+    )
+    (dead,) = tool_calls(["db-after"], tool="query", server="db", start_ns=time.time_ns())
+    assert export_grpc(d1.otlp, [dead]).name == "SUCCESS"
+    span_id = dead.context.span_id.to_bytes(8, "big")
+    wait_until(lambda: span_id in {s.span_id for s in next_hop.spans()}, SETTLE_S)
+    (forwarded,) = [s for s in next_hop.spans() if s.span_id == span_id]
+    attributes = {kv.key: kv.value for kv in forwarded.attributes}
+    assert attributes["mcp.breaker.dead_call"].bool_value is True
+    assert attributes["mcp.breaker.rule"].string_value == "server"
+    assert d1.state().shared_state.startswith("redis: down")
+    assert d2.check(server="db", tool="query", turn="alone").verdict == pb.VERDICT_ALLOW
+    assert not circuits_of_server(d2, "db")
+    return [*failures, dead]
+
+
 def test_redis_lost_mid_stream_costs_no_span_and_the_replicas_converge_after(
     redis: RedisServer, next_hop: CaptureCollector, tmp_path: Path
 ) -> None:
+    """Redis is killed mid-run (and comes back empty): every span is forwarded; a replica
+    goes on deciding alone meanwhile, and what it decided reaches the other once Redis is
+    back."""
     forward = f"forward.endpoint={next_hop.endpoint}"
     replicas = [ReplicaProcess(n, redis.url, tmp_path, forward).start() for n in ("d1", "d2")]
     d1, d2 = replicas
@@ -199,6 +240,8 @@ def test_redis_lost_mid_stream_costs_no_span_and_the_replicas_converge_after(
             if batch == 6:
                 redis.kill()
                 wait_until(lambda: 0.0 in up_seen, SETTLE_S, "the gauge to say Redis is away")
+            if batch == 9:
+                sent += decide_alone(d1, d2, next_hop)
             if batch == 13:
                 redis.start()
                 wait_until(lambda: up_seen[-1:] == [1.0], SETTLE_S, "the gauge to come back")
@@ -207,6 +250,20 @@ def test_redis_lost_mid_stream_costs_no_span_and_the_replicas_converge_after(
         assert got == {s.context.span_id.to_bytes(8, "big") for s in sent}  # nothing lost
         assert 0.0 in up_seen and up_seen[-1] == 1.0
         assert up_seen.index(0.0) < len(up_seen) - 1
+
+        # What d1 decided alone reaches d2 now that Redis is back: the same db circuits.
+        wait_until(
+            lambda: d2.check(server="db", tool="query", turn="back").verdict == pb.VERDICT_DENY,
+            SETTLE_S,
+            "d2 to hear what d1 decided alone",
+        )
+        wait_until(
+            lambda: circuits_of_server(d2, "db") == circuits_of_server(d1, "db"),
+            SETTLE_S,
+            "d2's db circuits to match d1's",
+        )
+        state, _ = circuits_of_server(d2, "db")[(pb.SCOPE_SERVER, "db")]
+        assert state == pb.STATE_OPEN
 
         # Shared again: a failure at d1 is known at d2.
         open_the_server(d1, prefix="after-redis")

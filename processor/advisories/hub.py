@@ -120,9 +120,17 @@ class AdvisoryHub:
                 enforced=self.breaker.enforced(rule),
                 turn_idle_s=self.breaker.config.turn_idle_s,
             )
-            # The first failure's block stands for the rest of the turn, as in the breaker:
-            # a late span must not replace it (its harness decides who may see the id).
-            if advisory is not None and advisory.id not in self._current:
+            # The turn's earliest failure stands for its block, as in the breaker: a failure
+            # that arrives late but happened first takes its place. Only from the same
+            # harness: the harness decides who may see the id.
+            current = self._current.get(advisory.id) if advisory is not None else None
+            if advisory is not None and (
+                current is None
+                or (
+                    decision.call.harness in ("", current.harness)
+                    and _since(advisory) < _since(current)
+                )
+            ):
                 advisories.append(advisory)
         harness = decision.call.harness
         return self.publish(
@@ -260,3 +268,9 @@ class AdvisoryHub:
             if advisory is not None and advisory.blocking:
                 return advisory
         return None
+
+
+def _since(advisory: Advisory) -> float:
+    """When the failure an advisory stands on happened (span time); unknown sorts last."""
+    evidence = advisory.evidence
+    return evidence.since_s if evidence is not None and evidence.since_s is not None else 1e30

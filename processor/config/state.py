@@ -95,6 +95,24 @@ class StateConfig:
         return self.redis.validate(f"{prefix}.redis")
 
 
+def retention_problems(
+    state: StateConfig, *, needed_s: float, needed_by: str, prefix: str = "state"
+) -> list[str]:
+    """A restarting replica rebuilds its engines by replaying the stream, so the stream
+    must keep (``retain_s``) at least the longest window the engines look back over
+    (``needed_s``, named by ``needed_by``); a shorter one forgets open circuits and turn
+    blocks across a restart. Nothing to check with the memory backend."""
+    if state.backend is not Backend.REDIS:
+        return []
+    retain_s = state.redis.retain_s
+    if retain_s <= 0 or retain_s >= needed_s:
+        return []  # a non-positive retain_s is reported by RedisConfig.validate
+    return [
+        f"{prefix}.redis.retain_s: must be at least {needed_by} ({needed_s}), the longest "
+        f"window a restarting replica replays, got {retain_s}"
+    ]
+
+
 def _without_password(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
