@@ -48,21 +48,30 @@ class Pipeline:
         roster: RosterHealth | None = None,
         clock: Callable[[], float] = time.time,
         share: Share | None = None,
+        tenant_must_match: bool = False,
     ) -> None:
         """``clock``: the arrival clock, in wall-clock seconds, so that arrival times mean
-        the same on every replica (the reorder window compares them)."""
+        the same on every replica (the reorder window compares them).
+        ``tenant_must_match``: a sender with credentials may not name another tenant in a
+        span's resource (receivers.span_tenant: match); such spans go on unread."""
         self.classifier = classifier
         self.breaker = breaker
         self.roster = roster if roster is not None else RosterHealth()
         self._sinks = tuple(sinks)
         self._clock = clock
         self.share = share
+        self._tenant_must_match = tenant_must_match
         config = classifier.config
         # What each MCP span was given, so its later copy (an exporter's retry) gets it too.
         self.annotations = AnnotationMemory(config.max_annotated_spans, config.seen_ttl_s, clock)
 
     def __call__(self, request: ExportTraceServiceRequest, sender: Sender = UNKNOWN_SENDER) -> None:
-        events = self.classifier.classify(request, self._clock())
+        events = self.classifier.classify(
+            request,
+            self._clock(),
+            tenant=sender.tenant,
+            tenant_must_match=self._tenant_must_match,
+        )
         # In span time within the request: the order spans sit in a request decides nothing.
         events.sort(key=_start_ns)
         self._publish(events, annotate_spans=True)

@@ -16,8 +16,10 @@ import asyncio
 import enum
 import logging
 import os
+import resource
 import signal
 import socket
+import ssl
 from collections.abc import Sequence
 
 import grpc
@@ -26,11 +28,18 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
 from processor.advisories.admin import AdminServicer
-from processor.advisories.auth import server_credentials
 from processor.advisories.service import AdvisoriesServicer, AdvisoryService
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.classify.classifier import Classifier
-from processor.config import Backend, QueueStorage, ServiceConfig, split_endpoint
+from processor.config import (
+    Backend,
+    GrpcReceiverConfig,
+    QueueStorage,
+    ReceiverAuth,
+    ServiceConfig,
+    SpanTenant,
+    split_endpoint,
+)
 from processor.engines.breaker import Breaker
 from processor.engines.roster import RosterHealth
 from processor.errors import StartupError
@@ -41,6 +50,8 @@ from processor.otlp import SERVICE_NAME
 from processor.pipeline import Pipeline, Sink
 from processor.receive import grpc as grpc_receiver
 from processor.receive import http as http_receiver
+from processor.receive.connections import ConnectionLimit
+from processor.receive.gate import Gate
 from processor.receive.intake import Intake
 from processor.stage import SpanHook, Stage
 from processor.state.replica import SharedState
@@ -49,8 +60,10 @@ from processor.strip import StripAfter
 from processor.telemetry import http as telemetry_http
 from processor.telemetry.advisories import AdvisoryCollector
 from processor.telemetry.findings import FindingMetrics
-from processor.telemetry.metrics import QueueCollector, SelfMetrics
+from processor.telemetry.metrics import ConnectionCollector, QueueCollector, SelfMetrics
 from processor.telemetry.state import SharedStateCollector
+from processor.tls import grpc_server_credentials, ssl_server_context
+from processor.tokens import TokenMap
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +72,9 @@ RECEIVER_STOP_GRACE_S = 5.0
 TICK_INTERVAL_S = 0.5  # most often held calls (and advisories) are checked for expiry
 ADVISORY_MAX_MESSAGE_BYTES = 1024 * 1024  # a Check or Subscribe request is small
 ADVISORY_STOP_GRACE_S = 1.0  # subscribers' streams are cut at shutdown; they reconnect
+# The telemetry port answers scrapes and probes: a few connections, briefly held.
+TELEMETRY_MAX_CONNECTIONS = 128
+TELEMETRY_IDLE_TIMEOUT_S = 30.0
 
 
 class ExitStatus(enum.IntEnum):
@@ -98,14 +114,44 @@ def _bind_error(endpoint: str) -> OSError | None:
     return None
 
 
-def _grpc_server(max_receive_bytes: int) -> grpc.aio.Server:
-    return grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", max_receive_bytes),
-            # gRPC shares ports by default; a second instance must fail, not split traffic.
-            ("grpc.so_reuseport", 0),
-        ]
-    )
+def _grpc_server(
+    max_receive_bytes: int, limits: GrpcReceiverConfig | None = None
+) -> grpc.aio.Server:
+    options: list[tuple[str, int]] = [
+        ("grpc.max_receive_message_length", max_receive_bytes),
+        # gRPC shares ports by default; a second instance must fail, not split traffic.
+        ("grpc.so_reuseport", 0),
+    ]
+    if limits is None:
+        return grpc.aio.server(options=options)
+    # What an outsider's connections may hold: idle ones are closed, old ones recycled (an
+    # OTLP exporter reconnects by itself), dead peers found by keepalive pings, and a
+    # connection that never completes its handshake dropped.
+    options += [
+        ("grpc.max_connection_idle_ms", _ms(limits.max_connection_idle_s)),
+        ("grpc.max_connection_age_ms", _ms(limits.max_connection_age_s)),
+        ("grpc.max_connection_age_grace_ms", _ms(limits.max_connection_age_grace_s)),
+        ("grpc.keepalive_time_ms", _ms(limits.keepalive_time_s)),
+        ("grpc.keepalive_timeout_ms", _ms(limits.keepalive_timeout_s)),
+        ("grpc.server_handshake_timeout_ms", _ms(limits.handshake_timeout_s)),
+    ]
+    return grpc.aio.server(options=options, maximum_concurrent_rpcs=limits.max_concurrent_rpcs)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def raise_open_files_limit() -> None:
+    """Raise the soft limit on open files to the hard one, as the Go runtime does for the
+    Collector: every connection is a descriptor, and the default soft limit (1024) is
+    what an outsider's idle connections exhaust first."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):  # not allowed here: keep what we were given
+        pass
 
 
 def _bind(
@@ -147,12 +193,18 @@ class Service:
         classifier = Classifier(config.classify)
         self.finding_metrics = FindingMetrics(config.telemetry, self.breaker, classifier.stats)
         self.registry.register(self.finding_metrics)
+        # One token map for the OTLP receivers and the advisory port (StartupError if the
+        # tokens file cannot be read).
+        self.tokens = TokenMap(
+            config.advisories.tokens, config.auth.tokens_file, config.auth.tokens_reload_s
+        )
         self.advisories = (
             AdvisoryService(
                 config.advisories,
                 self.breaker,
                 tool_servers=config.classify.tool_servers,
                 on_operator=self.finding_metrics.count_transitions,
+                tokens=self.tokens,
             )
             if config.advisories.enabled
             else None
@@ -163,8 +215,14 @@ class Service:
             if not shared:  # shared: the advisories hear of every event from the stream
                 consumers.append(self.advisories)
             self.registry.register(AdvisoryCollector(self.advisories))
+        receivers = config.receivers
         self.pipeline = Pipeline(
-            classifier, self.breaker, (*consumers, *event_sinks), RosterHealth(config.roster)
+            classifier,
+            self.breaker,
+            (*consumers, *event_sinks),
+            RosterHealth(config.roster),
+            tenant_must_match=receivers.auth is not ReceiverAuth.NONE
+            and receivers.span_tenant is SpanTenant.MATCH,
         )
         self.shared: SharedState | None = None
         if shared:
@@ -199,6 +257,9 @@ class Service:
         self._advisory_server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self._runners: dict[str, web.AppRunner] = {}
+        self._listeners: dict[str, asyncio.Server] = {}  # by name, as the runners
+        self._http_connections = ConnectionLimit(config.receivers.http.max_connections)
+        self.registry.register(ConnectionCollector("http", self._http_connections))
         self._started = False  # serving now (readiness)
         self._opened = False  # start() completed: intake was open, spans may have come
 
@@ -231,12 +292,22 @@ class Service:
         intake = Intake(self.stage, downstream, self.metrics)
 
         receivers = config.receivers
+        gate = Gate(receivers.auth, self.tokens)
         if receivers.grpc.enabled:
-            await self._start_grpc(intake)
+            await self._start_grpc(intake, gate)
         if receivers.http.enabled:
-            app = http_receiver.make_app(intake, receivers.http.max_body_bytes)
+            http = receivers.http
+            app = http_receiver.make_app(
+                intake, http.max_body_bytes, gate=gate, read_timeout_s=http.read_timeout_s
+            )
             await self._start_http(
-                "otlp_http", app, receivers.http.endpoint, "receivers.http.endpoint"
+                "otlp_http",
+                app,
+                http.endpoint,
+                "receivers.http.endpoint",
+                limit=self._http_connections,
+                idle_timeout_s=http.idle_timeout_s,
+                ssl_context=ssl_server_context(receivers.tls, "receivers.tls"),
             )
         if self.advisories is not None:
             await self._start_advisories(self.advisories)
@@ -252,13 +323,14 @@ class Service:
         self._opened = True
         self._log_started()
 
-    async def _start_grpc(self, intake: Intake) -> None:
-        limit = self.config.receivers.grpc.max_recv_msg_bytes
-        server = _grpc_server(limit)
-        server.add_generic_rpc_handlers((grpc_receiver.trace_service_handler(intake),))
+    async def _start_grpc(self, intake: Intake, gate: Gate) -> None:
+        receivers = self.config.receivers
+        server = _grpc_server(receivers.grpc.max_recv_msg_bytes, receivers.grpc)
+        server.add_generic_rpc_handlers((grpc_receiver.trace_service_handler(intake, gate),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        endpoint = self.config.receivers.grpc.endpoint
-        port = _bind(server, endpoint, None, "OTLP/gRPC receiver", "receivers.grpc.endpoint")
+        credentials = grpc_server_credentials(receivers.tls, "receivers.tls")
+        endpoint = receivers.grpc.endpoint
+        port = _bind(server, endpoint, credentials, "OTLP/gRPC receiver", "receivers.grpc.endpoint")
         await server.start()
         self._grpc_server = server
         self.ports["otlp_grpc"] = port
@@ -270,19 +342,40 @@ class Service:
         server = _grpc_server(ADVISORY_MAX_MESSAGE_BYTES)
         pb_grpc.add_AdvisoriesServicer_to_server(AdvisoriesServicer(advisories), server)  # type: ignore[no-untyped-call]
         pb_grpc.add_AdminServicer_to_server(AdminServicer(advisories), server)  # type: ignore[no-untyped-call]
-        credentials = server_credentials(config.tls)
+        credentials = grpc_server_credentials(config.tls, "advisories.tls")
         port = _bind(server, config.endpoint, credentials, "advisories", "advisories.endpoint")
         await server.start()
         self._advisory_server = server
         self.ports["advisories"] = port
 
-    async def _start_http(self, name: str, app: web.Application, endpoint: str, key: str) -> None:
+    async def _start_http(
+        self,
+        name: str,
+        app: web.Application,
+        endpoint: str,
+        key: str,
+        *,
+        limit: ConnectionLimit | None = None,
+        idle_timeout_s: float | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         what = {"otlp_http": "OTLP/HTTP receiver", "telemetry": "telemetry"}[name]
         sock = _listen(endpoint, what, key)
         # Bodies are decompressed by the receiver itself, with a cap against gzip bombs.
-        runner = web.AppRunner(app, auto_decompress=False, access_log=None)
+        # The keep-alive timeout also closes a connection that never sends a request.
+        limit = limit or ConnectionLimit(TELEMETRY_MAX_CONNECTIONS)
+        app.middlewares.append(limit.middleware)
+        runner = web.AppRunner(
+            app,
+            auto_decompress=False,
+            access_log=None,
+            keepalive_timeout=idle_timeout_s or TELEMETRY_IDLE_TIMEOUT_S,
+        )
         await runner.setup()
-        await web.SockSite(runner, sock).start()
+        assert runner.server is not None
+        loop = asyncio.get_running_loop()
+        listener = await loop.create_server(limit.wrap(runner.server), sock=sock, ssl=ssl_context)
+        self._listeners[name] = listener
         self._runners[name] = runner
         self.ports[name] = sock.getsockname()[1]
 
@@ -298,12 +391,24 @@ class Service:
                 self.advisories.expire()
 
     def _log_started(self) -> None:
-        receivers = ", ".join(
-            f"{name} on port {port}"
-            for name, port in self.ports.items()
-            if name not in ("telemetry", "advisories")
+        receiver_ports = {
+            name: port for name, port in self.ports.items() if name in ("otlp_grpc", "otlp_http")
+        }
+        config = self.config.receivers
+        security = "TLS" if config.tls.cert_file else "plaintext"
+        log.info(
+            "mcp-breaker receiving %s (%s, authentication: %s)",
+            ", ".join(f"{name} on port {port}" for name, port in receiver_ports.items()),
+            "mutual TLS" if config.tls.client_ca_file else security,
+            config.auth.value,
         )
-        log.info("mcp-breaker receiving %s", receivers)
+        if config.auth is ReceiverAuth.NONE:
+            log.warning(
+                "receivers: no authentication (receivers.auth: none): anyone who reaches "
+                "port %s can steer the breaker, for any tenant a span names "
+                "(docs/security.md)",
+                " or ".join(str(port) for port in receiver_ports.values()),
+            )
         if "telemetry" in self.ports:
             log.info("metrics, /healthz and /readyz on port %d", self.ports["telemetry"])
         if "advisories" in self.ports:
@@ -367,6 +472,8 @@ class Service:
         await self._health.enter_graceful_shutdown()
         if self._grpc_server is not None:
             await self._grpc_server.stop(RECEIVER_STOP_GRACE_S)
+        if "otlp_http" in self._listeners:
+            self._listeners.pop("otlp_http").close()  # no new connections
         if "otlp_http" in self._runners:
             await self._runners.pop("otlp_http").cleanup()
         if self._advisory_server is not None:
@@ -402,6 +509,9 @@ class Service:
                 # Said only of a service that took spans: after a failed start, "every
                 # accepted span was delivered" would claim work that never happened.
                 log.info("shutdown: every accepted span was delivered to %s", self.forwarder.target)
+        for listener in self._listeners.values():
+            listener.close()
+        self._listeners.clear()
         for runner in self._runners.values():
             await runner.cleanup()
         self._runners.clear()
@@ -419,7 +529,12 @@ def _counted(count: int, noun: str) -> str:
 
 async def serve(config: ServiceConfig) -> int:
     """Run until SIGTERM or SIGINT; the exit status for the console script (ExitStatus)."""
-    service = Service(config)
+    raise_open_files_limit()
+    try:
+        service = Service(config)
+    except StartupError as error:
+        log.error("cannot start: %s", error)
+        return ExitStatus.STARTUP_FAILED
     try:
         await service.start()
     except StartupError as error:

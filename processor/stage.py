@@ -46,6 +46,11 @@ SpanHook = Callable[[ExportTraceServiceRequest, Sender], None]
 class StagePath(enum.Enum):
     PASSTHROUGH = "passthrough"  # forwarded as received
     PARSED = "parsed"  # decoded, inspected, re-encoded
+    # May hold an MCP span but does not decode in full (invalid UTF-8 in a string, nesting
+    # past the decoder's limit), while its framing is sound: forwarded as received, like a
+    # request without a marker, and not analysed. The bytes "mcp" decide nothing about
+    # what is refused: the next hop judges, and the forwarder isolates what it refuses.
+    UNREADABLE = "unreadable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +260,11 @@ class Stage:
         if not may_hold_mcp(payload, self._markers):
             count = check_passthrough(payload)
             return Opened(StagePath.PASSTHROUGH, count, len(payload), payload=payload)
-        request = decode_request(payload)
+        try:
+            request = decode_request(payload)
+        except InvalidRequest:
+            count = check_passthrough(payload)  # raises too when the framing is broken
+            return Opened(StagePath.UNREADABLE, count, len(payload), payload=payload)
         return Opened(StagePath.PARSED, _span_count(request), len(payload), request=request)
 
     def open_request(self, request: ExportTraceServiceRequest) -> Opened:

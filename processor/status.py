@@ -14,6 +14,7 @@ import grpc
 
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from processor.printable import escape_controls
 
 NS = 1_000_000_000
 STATUS_TIMEOUT_S = 5.0
@@ -90,6 +91,8 @@ def render(advisories: Sequence[pb.Advisory], now_s: float) -> str:
         cause = a.cause or a.evidence.failure_class
         if a.evidence.excerpt:
             cause = f"{cause}: {a.evidence.excerpt}" if cause else a.evidence.excerpt
+        # Escaped before it is cut: the cut counts what the terminal will show.
+        cause = escape_controls(cause)
         if len(cause) > MAX_CAUSE_CHARS:
             cause = cause[: MAX_CAUSE_CHARS - 1] + "…"
         calls = f"{a.evidence.failures}/{a.evidence.calls} failed" if a.evidence.calls else "-"
@@ -108,10 +111,14 @@ def render(advisories: Sequence[pb.Advisory], now_s: float) -> str:
                 cause or "-",
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    # Every cell, not only the names: servers, tools, turns and causes are whatever a
+    # sender put in its spans, and a newline, tab or escape code would break the table or
+    # drive the terminal reading it.
+    shown_rows = [[escape_controls(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in shown_rows) for i in range(len(header))]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
+        for row in shown_rows
     ]
     return "\n".join(lines) + f"\n\n{len(shown)} advisories in force.\n"
 
@@ -129,5 +136,5 @@ def status(
     if response.not_shown:
         text += f"{response.not_shown} more not shown (the least severe).\n"
     if response.shared_state and response.shared_state != "memory":
-        text += f"Shared state: {response.shared_state}.\n"
+        text += f"Shared state: {escape_controls(response.shared_state)}.\n"
     return text

@@ -13,6 +13,10 @@ import ipaddress
 import itertools
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -35,12 +39,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from processor.advisories.service import MAX_NAME_CHARS
+from processor.advisories.service import MAX_NAME_CHARS, AdvisoryService
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
-from processor.classify.fingerprint import fingerprint
+from processor.classify.fingerprint import fingerprint, fingerprints
 from tests.sdk import export_grpc
-from tests.support import LOOPBACK, ServiceThread, make_config, wait_until
+from tests.support import LOOPBACK, ServiceThread, make_config, terminate, wait_until
 
 SERVER = "playwright"
 TOOL = "playwright__browser_navigate"
@@ -236,12 +240,17 @@ def port_of(service: ServiceThread) -> int:
 
 def rpc_code(call: Any) -> grpc.StatusCode:
     """The status a unary call, or the first read of a stream, ends with."""
+    return rpc_error(call)[0]
+
+
+def rpc_error(call: Any) -> tuple[grpc.StatusCode, str]:
+    """The status and details a unary call, or the first read of a stream, ends with."""
     with pytest.raises(grpc.RpcError) as caught:
         result = call()
         if not isinstance(result, (pb.CheckResponse, pb.GetStateResponse)):
             next(iter(result))
     code: grpc.StatusCode = caught.value.code()
-    return code
+    return code, caught.value.details() or ""
 
 
 def without_retry(advisories: Any) -> list[pb.Advisory]:
@@ -775,7 +784,7 @@ def test_bad_input_is_refused_and_the_service_keeps_serving() -> None:
         invalid = grpc.StatusCode.INVALID_ARGUMENT
         for fields in (
             {"arguments_json": "{not json"},
-            {"arguments_json": "[" * 100_000 + "]" * 100_000},  # JSON, nested too deep to read
+            {"arguments_json": "[" * 5_000 + "]" * 5_000},  # JSON, nested too deep to read
             {"tool": too_long},
             {"server": too_long},
             {"turn": too_long},
@@ -944,3 +953,270 @@ def test_one_tenant_cannot_take_every_stream() -> None:
         again.wait_for(1)
         for stream in (second, globex, again):
             stream.cancel()
+
+
+# --- fair slots: no caller or tenant takes every stream ---------------------------------------
+
+RESOURCE_EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def refused(client: Client) -> str:
+    """A Subscribe that must be refused for want of a slot: its details."""
+    code, details = rpc_error(client.open_stream)
+    assert code is RESOURCE_EXHAUSTED, details
+    return details
+
+
+def advisories_of(service: ServiceThread) -> AdvisoryService:
+    advisories = service.service.advisories
+    assert advisories is not None
+    return advisories
+
+
+def held_streams(service: ServiceThread) -> int:
+    return len(advisories_of(service).broadcaster.subscribers)
+
+
+def test_one_caller_cannot_take_its_tenants_every_stream() -> None:
+    tokens = "advisories.tokens=tokA=acme,tokA2=acme,tokB=globex"
+    with running(tokens, "advisories.max_subscribers_per_caller=2") as service:
+        port = port_of(service)
+        caller = Client(port, "tokA")
+        streams = [caller.subscribe(), caller.subscribe()]
+        for stream in streams:
+            stream.wait_for(1)
+        assert "advisories.max_subscribers_per_caller" in refused(caller)
+        elsewhere = Client(port, "tokA")  # its own connection, the same token: the same caller
+        assert "advisories.max_subscribers_per_caller" in refused(elsewhere)
+        # The tenant's other token, and another tenant, get in.
+        streams += [Client(port, "tokA2").subscribe(), Client(port, "tokB").subscribe()]
+        for stream in streams[2:]:
+            assert stream.wait_for(1)[0].WhichOneof("kind") == "snapshot"
+        streams[0].cancel()  # a place frees up
+        wait_until(lambda: held_streams(service) == 3, WAIT_S, "the slot given back")
+        streams.append(elsewhere.subscribe())
+        streams[-1].wait_for(1)
+        for stream in streams[1:]:
+            stream.cancel()
+
+
+def test_without_tokens_each_host_is_a_caller() -> None:
+    """No tokens: every caller is the one default tenant, so the tenant cap would lock
+    everyone out; the per-caller cap (one peer host) applies instead."""
+    caps = ("advisories.max_subscribers_per_caller=3", "advisories.max_subscribers_per_tenant=1")
+    with running(*caps) as service:
+        port = port_of(service)
+        clients = [Client(port) for _ in range(3)]  # three connections from one host
+        streams = [client.subscribe() for client in clients]
+        for stream in streams:
+            stream.wait_for(1)
+        details = refused(Client(port))
+        assert "advisories.max_subscribers_per_caller" in details
+        assert "subscribe again later" in details
+        for stream in streams:
+            stream.cancel()
+
+
+def test_tenants_taking_every_stream_they_can_leave_room_for_a_fifth() -> None:
+    """Four tenants at their cap filled the service (4 x 250 = 1000) and locked a fifth out.
+    Here, scaled down: 8 streams in all, 2 a tenant, 1 kept for each tenant of the map."""
+    tokens = "advisories.tokens=" + ",".join(f"tok{i}=tenant{i}" for i in range(1, 6))
+    caps = (
+        "advisories.max_subscribers=8",
+        "advisories.max_subscribers_per_tenant=2",
+        "advisories.reserved_subscribers_per_tenant=1",
+    )
+    with running(tokens, *caps) as service:
+        port = port_of(service)
+        tenants = {i: Client(port, f"tok{i}") for i in range(1, 6)}
+        streams: list[Stream] = []
+
+        def take_all(tenant: int) -> str:
+            """Subscribe until refused; the refusal's details."""
+            while True:
+                stream = tenants[tenant].subscribe()
+                if not first_reply(stream):
+                    assert stream.code() is RESOURCE_EXHAUSTED and stream.error is not None
+                    return stream.error.details() or ""
+                streams.append(stream)
+
+        for tenant in (1, 2, 3):
+            assert "advisories.max_subscribers_per_tenant" in take_all(tenant)
+        assert "reserved for other tenants" in take_all(4)  # the last is the fifth's
+        assert held_streams(service) == 7
+        assert "advisories.max_subscribers)" in take_all(5)  # it got its one
+        slots = advisories_of(service).slots
+        assert [slots.of_tenant(f"tenant{i}") for i in range(1, 6)] == [2, 2, 2, 1, 1]
+        assert held_streams(service) == 8
+        for stream in streams:
+            stream.cancel()
+
+
+def first_reply(stream: Stream) -> bool:
+    """Wait for a stream's first message or its end: True if it is live."""
+    wait_until(lambda: bool(stream.messages) or stream.ended.is_set(), WAIT_S, "a reply")
+    return bool(stream.messages)
+
+
+# --- a frozen subscriber: writes bounded in time ----------------------------------------------
+
+# A harness process that subscribes and reads; the test freezes it (SIGSTOP). When it runs
+# again it reads what its transport held, and prints the changes' seqs and how it ended.
+# BDP probing off: its HTTP/2 window stays at 64 KiB, so the service's writes stop soon.
+FROZEN_CLIENT = """
+import json, sys
+import grpc
+from processor.advisories.v1 import advisories_pb2 as pb
+from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+
+target, name, timeout_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
+channel = grpc.insecure_channel(target, options=[("grpc.http2.bdp_probe", 0)])
+request = pb.SubscribeRequest(subscriber_name=name)
+seqs, code, details = [], "", ""
+try:
+    for message in pb_grpc.AdvisoriesStub(channel).Subscribe(request, timeout=timeout_s):
+        if message.WhichOneof("kind") == "change":
+            seqs.append(message.seq)
+except grpc.RpcError as error:
+    code, details = error.code().name, error.details() or ""
+print(json.dumps({"seqs": seqs, "code": code, "details": details}))
+"""
+WRITE_TIMEOUT_S = 1.0
+CUT_OFF_MARGIN_S = 10.0  # generous: a loaded machine must not fail the test
+
+
+def test_a_frozen_subscriber_is_cut_off_in_time_and_nobody_else_waits(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A real harness process, frozen with SIGSTOP while changes are published: its writes
+    stop on flow control, and within write_timeout_s it is cut off and its slot freed; the
+    healthy subscriber gets every change meanwhile. Its queue is far too large to overflow:
+    only the time bound can cut it off."""
+    caplog.set_level(logging.INFO)
+    settings = (
+        f"advisories.write_timeout_s={WRITE_TIMEOUT_S}",
+        "advisories.subscriber_queue=1000000",
+        "advisories.max_subscribers_per_caller=2",
+        *NO_CIRCUITS,
+    )
+    with running(*settings) as service:
+        port = port_of(service)
+        advisories = advisories_of(service)
+        healthy = Client(port).subscribe(subscriber_name="healthy")
+        healthy.wait_for(1)
+        frozen = subprocess.Popen(
+            [sys.executable, "-c", FROZEN_CLIENT, f"{LOOPBACK}:{port}", "frozen-harness", "120"],
+            stdout=subprocess.PIPE,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        exporter = OTLPSpanExporter(endpoint=service.grpc_endpoint, insecure=True, timeout=30)
+        sent = 0
+
+        def batch() -> None:
+            nonlocal sent
+            spans = harness_spans(Call(new_turn()) for _ in range(20))  # 20 turn blocks
+            assert exporter.export(spans) is SpanExportResult.SUCCESS
+            sent += len(spans)
+            healthy.wait_for(1 + sent, f"change {sent} at the healthy subscriber")
+
+        try:
+            wait_until(lambda: held_streams(service) == 2, WAIT_S, "the frozen harness")
+            (subscriber,) = [
+                s for s in list(advisories.broadcaster.subscribers) if s.name == "frozen-harness"
+            ]
+            assert "max_subscribers_per_caller" in refused(Client(port))  # both slots held
+            os.kill(frozen.pid, signal.SIGSTOP)
+
+            # Publish until its writes stop: changes wait in its queue once the healthy
+            # subscriber, served by the same loop, has had them all.
+            for _ in range(MAX_BATCHES):
+                batch()
+                if subscriber.queue or subscriber.cut:
+                    break
+            blocked_at = time.monotonic()
+            assert subscriber.queue or subscriber.cut, f"its writes never stopped ({sent})"
+
+            # Meanwhile the pipeline goes on; it is cut off within the bound.
+            deadline = blocked_at + WRITE_TIMEOUT_S + CUT_OFF_MARGIN_S
+            while subscriber in advisories.broadcaster.subscribers:
+                assert time.monotonic() < deadline, "not cut off within write_timeout_s"
+                batch()
+                time.sleep(0.05)
+            cut_after_s = time.monotonic() - blocked_at
+            print(f"cut off {cut_after_s:.2f} s after its writes were seen to stop")
+            for _ in range(3):
+                batch()
+            assert "took no change within 1 s" in subscriber.cut
+            assert service.metric("mcp_breaker_advisory_subscribers_cut_off_total") == 1
+            assert [m.seq for m in healthy.messages[1:]] == list(range(1, sent + 1))
+
+            # Its slot is free: the same host subscribes again.
+            again = Client(port).subscribe(subscriber_name="again")
+            assert again.wait_for(1)[0].WhichOneof("kind") == "snapshot"
+            again.cancel()
+
+            # Running again, it reads what its transport held, in order, then the cut-off.
+            os.kill(frozen.pid, signal.SIGCONT)
+            out, _ = frozen.communicate(timeout=WAIT_S)
+            ended = json.loads(out)
+            assert ended["code"] == "RESOURCE_EXHAUSTED"
+            assert "advisories.write_timeout_s" in ended["details"]
+            assert ended["seqs"] == list(range(1, len(ended["seqs"]) + 1))
+            assert 0 < len(ended["seqs"]) < sent
+        finally:
+            exporter.shutdown()
+            if frozen.poll() is None:
+                os.kill(frozen.pid, signal.SIGCONT)
+            terminate(frozen)
+        healthy.cancel()
+
+    warned = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "frozen-harness" in r.getMessage()
+    ]
+    assert len(warned) == 1 and "was cut off: took no change within 1 s" in warned[0]
+
+
+# --- Check: arguments bounded -----------------------------------------------------------------
+
+
+def test_a_check_with_oversized_arguments_is_refused_before_any_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from processor.advisories import service as advisory_service
+
+    read: list[str] = []
+    real = fingerprints
+
+    def counted(server: str | None, tool: str, arguments: Any) -> tuple[str, ...]:
+        read.append(tool)
+        return real(server, tool, arguments)
+
+    monkeypatch.setattr(advisory_service, "fingerprints", counted)
+    with running("advisories.max_check_argument_bytes=1000") as service:
+        client = Client(port_of(service))
+        at_limit = json.dumps({"q": "x" * 991})
+        assert len(at_limit.encode()) == 1000
+        assert client.check(arguments_json=at_limit).verdict == pb.VERDICT_ALLOW
+        assert len(read) == 1
+        wide = json.dumps({"q": "é" * 600}, ensure_ascii=False)  # 600 characters, 1210 bytes
+        for fields in (
+            {"arguments_json": json.dumps({"q": "x" * 992})},  # 1001 bytes
+            {"arguments_json": wide},
+            {"arguments_json": wide, "fingerprint": "f" * 32},  # not even beside a fingerprint
+        ):
+            code, details = rpc_error(lambda f=fields: client.check(**f))
+            assert code is grpc.StatusCode.INVALID_ARGUMENT, fields
+            assert "advisories.max_check_argument_bytes" in details
+        assert len(read) == 1  # none of them was read
+    with running() as service:  # the default, 16 KiB: the 230 KB Check of issue 14
+        client = Client(port_of(service))
+        big = json.dumps({"html": "<div>" * 46_000})
+        assert (
+            rpc_code(lambda: client.check(arguments_json=big)) is grpc.StatusCode.INVALID_ARGUMENT
+        )
+        assert client.check(arguments_json=json.dumps({"q": "x" * 16_000})).verdict == (
+            pb.VERDICT_ALLOW
+        )
+    assert len(read) == 2

@@ -494,3 +494,24 @@ class TestForwardEndpointAndQueue:
             "forward.queue.fsync: only used by the disk queue, got true with "
             "forward.queue.storage memory (set forward.queue.storage: disk, or remove it)",
         ]
+
+
+def test_the_redis_stream_must_keep_the_longest_window_a_restarted_replica_replays() -> None:
+    from processor.config.state import Backend, RedisConfig, StateConfig, retention_problems
+
+    def problems(backend: Backend, retain_s: float) -> list[str]:
+        state = StateConfig(backend=backend, redis=RedisConfig(retain_s=retain_s))
+        return retention_problems(state, needed_s=7200.0, needed_by="breaker.window_s")
+
+    assert problems(Backend.REDIS, 3600.0) == [
+        "state.redis.retain_s: must be at least breaker.window_s (7200.0), the longest "
+        "window a restarting replica replays, got 3600.0"
+    ]
+    assert problems(Backend.REDIS, 7200.0) == []  # exactly enough
+    assert problems(Backend.REDIS, 86400.0) == []
+    assert problems(Backend.MEMORY, 3600.0) == []  # no stream to keep
+    assert problems(Backend.REDIS, 0.0) == []  # RedisConfig.validate reports it already
+    # The defaults agree with each other: two hours kept, an hour looked back over.
+    assert (
+        retention_problems(StateConfig(backend=Backend.REDIS), needed_s=3600.0, needed_by="x") == []
+    )

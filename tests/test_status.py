@@ -8,7 +8,7 @@ import pytest
 
 from processor import cli
 from processor.advisories.v1 import advisories_pb2 as pb
-from processor.status import render
+from processor.status import MAX_CAUSE_CHARS, render
 from tests.sdk import export_grpc
 from tests.support import ServiceThread, make_config, wait_until
 from tests.test_seed_replay import harness_calls
@@ -58,6 +58,36 @@ def test_worst_first_with_cause_and_since() -> None:
     assert lines[2].split()[:4] == ["tool", "web", "fetch", "half-open"]
     assert "list_repos [turn t-1]" in lines[3] and "(shadow)" in lines[3]
     assert lines[-1] == "3 advisories in force."
+
+
+def test_sender_names_cannot_break_the_table_or_drive_the_terminal() -> None:
+    hijack = advisory(
+        scope=pb.SCOPE_TURN_TOOL,
+        server="web\x1b[2J\x1b[H",  # clear the screen, cursor home
+        tool="fetch\nserver  fake  *  OPEN",  # a row of its own
+        turn="t\r1\t\u202e",
+        state=pb.STATE_TURN_BLOCKED,
+        cause="transport\x9b31m",  # a C1 CSI: the same escape in one character
+        evidence=pb.Evidence(excerpt="\x07\x7f\u2028closed"),
+    )
+    plain = advisory(scope=pb.SCOPE_TOOL, server="gitea", tool="list", state=pb.STATE_OPEN)
+    lines = render([hijack, plain], NOW).splitlines()
+    assert len(lines) == 5  # header, two rows, a blank, the count: no row forged
+    assert all(line.isprintable() for line in lines)
+    row = lines[2]
+    assert row.startswith("turn/tool  web\\x1b[2J\\x1b[H  fetch\\nserver")
+    assert "fetch\\nserver  fake  *  OPEN [turn t\\r1\\t\\u202e]" in row
+    assert row.endswith("transport\\x9b31m: \\x07\\x7f\\u2028closed")
+    # The columns still line up: escaped, a name is as wide as it prints.
+    assert row.index("blocked (turn)") == lines[0].index("STATE")
+    assert lines[1].index("OPEN") == lines[0].index("STATE")
+
+
+def test_a_cause_is_cut_after_it_is_escaped() -> None:
+    noisy = advisory(scope=pb.SCOPE_SERVER, server="web", state=pb.STATE_OPEN, cause="\x1b" * 100)
+    row = render([noisy], NOW).splitlines()[1]
+    assert row.endswith("\\x1b" * 14 + "\\x1…")  # what the terminal shows, cut to the limit
+    assert len("\\x1b" * 14 + "\\x1…") == MAX_CAUSE_CHARS
 
 
 def test_the_command_against_a_running_service(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,4 +1,5 @@
-"""Who is asking: bearer tokens to tenants, admin tokens, and the advisory port's TLS.
+"""Who is asking at the advisory port: bearer tokens to tenants (the shared token map,
+``processor/tokens.py``) and admin tokens. Its TLS is ``processor/tls.py``.
 
 Tokens are compared in constant time and never logged; a caller is named in logs by its
 tenant and peer address only.
@@ -8,12 +9,9 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable
-from pathlib import Path
 
-import grpc
-
-from processor.config import AdvisoriesConfig, AdvisoryTlsConfig
-from processor.errors import StartupError
+from processor.config import AdvisoriesConfig
+from processor.tokens import TokenMap
 
 DEFAULT_TENANT = ""
 BEARER = "bearer "
@@ -29,26 +27,26 @@ def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | No
 
 
 class Authenticator:
-    def __init__(self, config: AdvisoriesConfig) -> None:
-        self._tokens = tuple(config.tokens.items())
+    def __init__(self, config: AdvisoriesConfig, tokens: TokenMap | None = None) -> None:
+        """``tokens``: the token map the OTLP receivers share (advisories.tokens and
+        auth.tokens_file); by default, advisories.tokens alone."""
+        self._tokens = tokens if tokens is not None else TokenMap(config.tokens)
         self._admin = tuple(config.admin_tokens)
 
     @property
     def open(self) -> bool:
         """No tokens configured: every caller is the default tenant."""
-        return not self._tokens
+        return self._tokens.empty
+
+    def tenants(self) -> frozenset[str]:
+        """The tenants of the token map (none without tokens)."""
+        return self._tokens.tenants
 
     def tenant(self, token: str | None) -> str | None:
         """The caller's tenant, or None when it must be refused."""
         if self.open:
             return DEFAULT_TENANT
-        if not token:
-            return None
-        found = None
-        for known, tenant in self._tokens:  # every entry, so timing says nothing
-            if hmac.compare_digest(known.encode(), token.encode()):
-                found = tenant
-        return found
+        return self._tokens.tenant(token)
 
     def is_admin(self, token: str | None) -> bool:
         if not token:
@@ -57,22 +55,3 @@ class Authenticator:
         for known in self._admin:
             matched |= hmac.compare_digest(known.encode(), token.encode())
         return matched
-
-
-def server_credentials(tls: AdvisoryTlsConfig) -> grpc.ServerCredentials | None:
-    """TLS credentials for the advisory port, or None for plaintext."""
-    if not tls.cert_file:
-        return None
-
-    def read(what: str, path: str) -> bytes:
-        try:
-            return Path(path).read_bytes()
-        except OSError as error:
-            problem = f"advisories.tls.{what}: cannot read {path}: {error.strerror}"
-            raise StartupError(problem) from None
-
-    pair = (read("key_file", tls.key_file), read("cert_file", tls.cert_file))
-    client_ca = read("client_ca_file", tls.client_ca_file) if tls.client_ca_file else None
-    return grpc.ssl_server_credentials(
-        [pair], root_certificates=client_ca, require_client_auth=client_ca is not None
-    )

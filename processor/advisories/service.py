@@ -4,8 +4,10 @@
     Check / GetState ─▶ Checker, hub         (Admin: admin.py)
 
 Everything runs on the service's event loop. Publishing never waits: each subscriber has a
-bounded queue, and one that falls behind is cut off (RESOURCE_EXHAUSTED) and must
-resubscribe, which resyncs it; the span pipeline and other subscribers never wait for it.
+bounded queue, and one that falls behind (its queue full, or a change not taken within
+``write_timeout_s``: a frozen client stops every write to it) is cut off (RESOURCE_EXHAUSTED)
+and must resubscribe, which resyncs it; the span pipeline and other subscribers never wait
+for it. Streams are capped per caller, per tenant and in all (slots.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -25,6 +27,7 @@ from processor.advisories.auth import Authenticator, bearer_token
 from processor.advisories.check import Checker, CheckResult, HalfOpen, Verdict
 from processor.advisories.hub import AdvisoryHub, Audience, Change
 from processor.advisories.model import TURN_BLOCKED, Advisory
+from processor.advisories.slots import Limits, Refused, Slot, Slots, caller_of
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.classify.classifier import server_prefix
@@ -35,6 +38,7 @@ from processor.engines.circuit import State, Transition
 from processor.engines.roster import RosterFinding
 from processor.errors import IllegalTransition
 from processor.state.events import Force, Release
+from processor.tokens import TokenMap
 
 SharedProbes = Callable[[list[str], int, float], Awaitable[int]]
 """(half-open circuits as "circuit:period" names, permits, lease seconds) -> a permit on
@@ -42,7 +46,6 @@ every one, or 0."""
 
 log = logging.getLogger(__name__)
 
-MAX_ARGUMENTS_JSON_CHARS = 256 * 1024  # a Check's arguments, before they are fingerprinted
 MAX_FILTER_SERVERS = 256
 MAX_NAME_CHARS = 512
 # A snapshot or a GetState reply is cut into messages of at most this many bytes, well under
@@ -59,14 +62,36 @@ _VERDICT = {Verdict.ALLOW: pb.VERDICT_ALLOW, Verdict.DENY: pb.VERDICT_DENY}
 _VERDICT[Verdict.PROBE] = pb.VERDICT_PROBE
 
 
+# Why a subscriber was cut off: its stream ends with RESOURCE_EXHAUSTED saying so.
+RESYNC = "the service's advisories were reset (another epoch)"
+
+
+class CutOff(Exception):
+    """The subscriber was cut off (``Subscriber.cut`` says why): its stream ends."""
+
+
 @dataclass(eq=False)
 class Subscriber:
     audience: Audience
     name: str
     limit: int
-    queue: deque[pb.SubscribeResponse] = field(default_factory=deque)
+    slot: Slot
+    # Each change with when it was queued (time.monotonic()): it must be taken within
+    # write_timeout_s of that.
+    queue: deque[tuple[float, pb.SubscribeResponse]] = field(default_factory=deque)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
-    cut: bool = False
+    cut: str = ""  # why it was cut off; empty while it is served
+    writing: asyncio.Timeout | None = None  # the deadline of the write in progress
+
+    def cut_off(self, why: str) -> None:
+        """Stop serving it, at once: even a write to it that waits on its transport stops."""
+        if self.cut:
+            return
+        self.cut = why
+        self.queue.clear()
+        self.ready.set()
+        if self.writing is not None and not self.writing.expired():
+            self.writing.reschedule(0)  # a time in the past: expires now
 
 
 @dataclass(slots=True)
@@ -85,6 +110,7 @@ class Broadcaster:
         if not changes:
             return
         stats.changes += len(changes)
+        now = time.monotonic()
         # One wire message per change, shared by every subscriber that may see it.
         messages = [(advisory, _change(self.epoch, (seq, advisory))) for seq, advisory in changes]
         for subscriber in self.subscribers:
@@ -95,13 +121,16 @@ class Broadcaster:
                 if not subscriber.audience.sees(advisory):
                     continue
                 if len(subscriber.queue) >= subscriber.limit:
-                    subscriber.cut = True  # it will resync; others are not held up
-                    subscriber.queue.clear()
+                    # It will resync; others are not held up.
+                    subscriber.cut_off(
+                        f"fell behind: more than {subscriber.limit} changes waiting "
+                        "(advisories.subscriber_queue)"
+                    )
                     stats.cut_off += 1
                     break
-                subscriber.queue.append(message)
+                subscriber.queue.append((now, message))
                 queued = True
-            if queued or subscriber.cut:  # only streams with something to do wake up
+            if queued:  # only streams with something to do wake up
                 subscriber.ready.set()
 
 
@@ -116,6 +145,7 @@ class AdvisoryService:
         epoch: str | None = None,
         tool_servers: Mapping[str, str] | None = None,
         on_operator: Callable[[Sequence[Transition]], None] = lambda moves: None,
+        tokens: TokenMap | None = None,
     ) -> None:
         self.config = config
         # Where an operator's force and release are counted (the metrics' transitions).
@@ -123,7 +153,8 @@ class AdvisoryService:
         self.tool_servers = dict(tool_servers or {})  # classify.tool_servers
         self.hub = AdvisoryHub(config, breaker, epoch)
         self.checker = Checker(self.hub)
-        self.auth = Authenticator(config)
+        self.auth = Authenticator(config, tokens)
+        self.slots = Slots(Limits.of(config), self.auth.tenants)
         self.broadcaster = Broadcaster(self.hub.epoch)
         self.stats = AdvisoryStats()
         self.clock = clock
@@ -201,9 +232,12 @@ class AdvisoryService:
         self.hub.restart(epoch, seq=seq)
         self.broadcaster.epoch = epoch
         for subscriber in self.broadcaster.subscribers:
-            subscriber.cut = True
-            subscriber.queue.clear()
-            subscriber.ready.set()
+            subscriber.cut_off(RESYNC)
+
+    def leave(self, subscriber: Subscriber) -> None:
+        """A stream ended or was cut off: no more changes for it, and its slot is free."""
+        self.broadcaster.subscribers.discard(subscriber)
+        self.slots.give_back(subscriber.slot)
 
 
 async def _tenant(service: AdvisoryService, context: grpc.aio.ServicerContext) -> str:
@@ -212,6 +246,17 @@ async def _tenant(service: AdvisoryService, context: grpc.aio.ServicerContext) -
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, "a valid bearer token is required")
     assert tenant is not None
     return tenant
+
+
+async def _slot(service: AdvisoryService, tenant: str, context: grpc.aio.ServicerContext) -> Slot:
+    """A slot for one more stream, or RESOURCE_EXHAUSTED naming the limit it would pass.
+    The caller: the bearer token, or without tokens the peer's host."""
+    token = None if service.auth.open else bearer_token(context.invocation_metadata())
+    try:
+        return service.slots.take(tenant, caller_of(token, context.peer()))
+    except Refused as refused:
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{refused}; subscribe again later")
+        raise  # not reached: abort raises
 
 
 async def text_argument(context: grpc.aio.ServicerContext, what: str, value: str) -> str:
@@ -238,29 +283,35 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
 
     async def Subscribe(
         self, request: pb.SubscribeRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.SubscribeResponse]:
+    ) -> None:
+        # Written with context.write, not yielded: a write to a client that stopped reading
+        # waits on its flow control, and only a write of our own can be given a deadline.
         service = self.service
         tenant = await _tenant(service, context)
-        subscribers = service.broadcaster.subscribers
-        if len(subscribers) >= service.config.max_subscribers:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many subscribers")
-        same_tenant = sum(1 for s in subscribers if s.audience.tenant == tenant)
-        if same_tenant >= service.config.max_subscribers_per_tenant:
-            await context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED, "too many subscribers for this tenant"
-            )
         await _servers(context, request.servers)
         audience = Audience(
             tenant=tenant,
             servers=frozenset(request.servers),
             harness=await text_argument(context, "harness", request.harness),
         )
-        hub = service.hub
         # Printable only: the name goes into logs, where a newline would forge a line.
         name = "".join(c for c in request.subscriber_name[:MAX_NAME_CHARS] if c.isprintable())
         name = name or context.peer()
-        subscriber = Subscriber(audience, name, service.config.subscriber_queue)
-        # No await between reading the hub and registering: no change can fall between.
+        slot = await _slot(service, tenant, context)
+        subscriber = Subscriber(audience, name, service.config.subscriber_queue, slot)
+        try:
+            first = self._start(request, subscriber)
+            await self._serve(subscriber, first, context)
+        finally:
+            service.leave(subscriber)
+
+    def _start(
+        self, request: pb.SubscribeRequest, subscriber: Subscriber
+    ) -> list[pb.SubscribeResponse]:
+        """What the stream starts with (a snapshot, or what it missed), and the subscriber
+        registered: no await between reading the hub and registering, so no change can fall
+        between."""
+        service, hub, audience = self.service, self.service.hub, subscriber.audience
         missed = (
             hub.since(request.resume_epoch, request.resume_after_seq, audience)
             if request.resume_epoch
@@ -283,33 +334,91 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         service.broadcaster.subscribers.add(subscriber)
         log.info(
             "advisories: %s subscribed (tenant %r, %s)",
-            name,
-            tenant,
+            subscriber.name,
+            audience.tenant,
             "resumed" if missed is not None else "snapshot",
         )
         if not first:  # resumed with nothing missed: say at once that the stream is live
             first.append(self._heartbeat())
+        return first
+
+    async def _serve(
+        self,
+        subscriber: Subscriber,
+        first: list[pb.SubscribeResponse],
+        context: grpc.aio.ServicerContext,
+    ) -> None:
+        """The stream, until the client goes or the subscriber is cut off."""
+        heartbeat_s = self.service.config.heartbeat_s
         try:
+            await self._write(subscriber, context, None)
             for message in first:
-                yield message
-            heartbeat = service.config.heartbeat_s
+                await self._write(subscriber, context, message)
             while True:
                 try:
-                    await asyncio.wait_for(subscriber.ready.wait(), heartbeat)
+                    async with asyncio.timeout(heartbeat_s):
+                        await subscriber.ready.wait()
                 except TimeoutError:
-                    yield self._heartbeat()
+                    await self._write(subscriber, context, self._heartbeat())
                     continue
                 subscriber.ready.clear()
-                if subscriber.cut:
-                    log.warning("advisories: %s fell behind and was cut off", name)
-                    await context.abort(
-                        grpc.StatusCode.RESOURCE_EXHAUSTED,
-                        "subscriber fell behind; resubscribe to resync",
-                    )
                 while subscriber.queue:
-                    yield subscriber.queue.popleft()
+                    queued_at, message = subscriber.queue.popleft()
+                    await self._write(subscriber, context, message, queued_at)
+                if subscriber.cut:
+                    raise CutOff
+        except CutOff:
+            await self._end(subscriber, context)
+
+    async def _write(
+        self,
+        subscriber: Subscriber,
+        context: grpc.aio.ServicerContext,
+        message: pb.SubscribeResponse | None,
+        queued_at: float | None = None,
+    ) -> None:
+        """Send ``message`` within write_timeout_s of ``queued_at`` (default: now); CutOff
+        when it is not taken by then, or when the subscriber is cut off meanwhile.
+
+        ``None`` sends the initial metadata, on its own before any message: a write cut
+        short must never be the one that carries it (the abort would send it again)."""
+        if subscriber.cut:
+            raise CutOff
+        timeout_s = self.service.config.write_timeout_s
+        left_s = timeout_s if queued_at is None else queued_at + timeout_s - time.monotonic()
+        try:
+            if left_s <= 0:
+                raise TimeoutError
+            async with asyncio.timeout(left_s) as deadline:
+                subscriber.writing = deadline
+                if message is None:
+                    await context.send_initial_metadata(())
+                else:
+                    await context.write(message)
+        except TimeoutError:
+            if not subscriber.cut:
+                subscriber.cut_off(
+                    f"took no change within {timeout_s:g} s (advisories.write_timeout_s)"
+                )
+                self.service.stats.cut_off += 1
+            raise CutOff from None
         finally:
-            service.broadcaster.subscribers.discard(subscriber)
+            subscriber.writing = None
+
+    async def _end(self, subscriber: Subscriber, context: grpc.aio.ServicerContext) -> None:
+        """A cut-off subscriber: its slot is freed at once, then it is told."""
+        self.service.leave(subscriber)
+        level = logging.INFO if subscriber.cut == RESYNC else logging.WARNING
+        log.log(level, "advisories: %s was cut off: %s", subscriber.name, subscriber.cut)
+        details = f"cut off: {subscriber.cut}; subscribe again to resync"
+        try:
+            # The status queues behind what the transport still holds for the client, so it
+            # too waits on a client that does not read: it gets it when it reads again, or
+            # never if its connection ends first. This stream is over either way.
+            async with asyncio.timeout(self.service.config.write_timeout_s):
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, details)
+        except TimeoutError:
+            pass  # gRPC ends the call with the abort it has recorded
 
     def _heartbeat(self) -> pb.SubscribeResponse:
         hub, at = self.service.hub, int(self.service.clock() * convert.NS)
@@ -322,6 +431,13 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
     ) -> pb.CheckResponse:
         service = self.service
         tenant = await _tenant(service, context)
+        # Before any work: reading and fingerprinting arguments costs in their size.
+        limit = service.config.max_check_argument_bytes
+        if _utf8_over(request.arguments_json, limit):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"arguments_json is over {limit} bytes (advisories.max_check_argument_bytes)",
+            )
         for what in ("turn", "server", "tool", "fingerprint", "harness"):
             await text_argument(context, what, getattr(request, what))
         # The server as the classifier names it from spans, or nothing would match.
@@ -332,8 +448,6 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         )
         prints: tuple[str, ...] = (request.fingerprint,) if request.fingerprint else ()
         if not prints and request.arguments_json:
-            if len(request.arguments_json) > MAX_ARGUMENTS_JSON_CHARS:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "arguments_json too large")
             try:
                 arguments = json.loads(request.arguments_json)
             except (ValueError, RecursionError):  # nested too deep is not readable JSON
@@ -409,6 +523,13 @@ def _parts(advisories: list[pb.Advisory]) -> list[list[pb.Advisory]]:
         parts[-1].append(advisory)
         size += encoded
     return parts
+
+
+def _utf8_over(text: str, limit: int) -> bool:
+    """Is ``text`` longer than ``limit`` bytes in UTF-8? (Encoded only when it might be.)"""
+    if len(text) > limit:
+        return True
+    return len(text) * 4 > limit and len(text.encode("utf-8", "surrogatepass")) > limit
 
 
 def _worst_first(advisory: Advisory) -> tuple[int, str]:

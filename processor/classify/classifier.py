@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import enum
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cachetools import LRUCache, TTLCache
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.dialects import (
@@ -40,8 +42,9 @@ from processor.classify.fingerprint import fingerprint
 from processor.classify.listing import listing_counts
 from processor.classify.outcome import judge
 from processor.classify.recent import RecentKeys
-from processor.classify.spanview import AttributeValue, Wanted, read_attributes, view
+from processor.classify.spanview import AttributeValue, SpanView, Wanted, read_attributes, view
 from processor.config import ClassifyConfig
+from processor.engines.turns import NS_PER_S
 
 SERVICE_NAME_KEY = "service.name"  # OpenTelemetry resource semantic conventions
 SERVER_SEPARATOR = "__"  # "playwright__browser_navigate": the server__tool convention
@@ -77,6 +80,14 @@ class PairingStats:
     # A half held for its other half when its request was forwarded: the span went on with
     # its own outcome only; the call's decision reaches the metrics and advisories later.
     forwarded_pending: int = 0
+    # A span whose times lay outside the arrival clock's bounds (classify.max_clock_skew_s,
+    # max_span_age_s): read with its times moved inside them.
+    clamped_times: int = 0
+    # A name (tool, server, turn, session, tenant, harness) longer than classify.max_name_chars.
+    cut_names: int = 0
+    # With authenticated intake and span_tenant: match, a resource that named another
+    # tenant than its sender's credentials: its spans were forwarded, not analysed.
+    tenant_mismatches: int = 0
 
 
 class SpanFate(enum.Enum):
@@ -96,10 +107,20 @@ class _Pending:
 
 
 class Classifier:
-    def __init__(self, config: ClassifyConfig | None = None) -> None:
+    def __init__(
+        self, config: ClassifyConfig | None = None, wall_clock: Callable[[], float] = time.time
+    ) -> None:
+        """``wall_clock``: what bounds a span's times from above (classify.max_clock_skew_s).
+        It is the real clock even where the arrival clock, passed to ``classify``, is not
+        (replays, tests): a sender's clock is compared with the time it really is."""
         self.config = config or ClassifyConfig()
         self._now = 0.0
+        self._wall_clock = wall_clock
+        self._latest_ns = 0
         self._patterns = tuple(re.compile(p) for p in self.config.hidden_failure_patterns)
+        self._resource_wanted = Wanted(
+            frozenset({SERVICE_NAME_KEY, self.config.tenant_attribute}), ()
+        )
         self._wanted = Wanted(
             READ_KEYS | set(self.config.turn_keys) | set(self.config.round_keys), READ_PREFIXES
         )
@@ -115,8 +136,9 @@ class Classifier:
         # span nested under a harness span is the same call told twice (a harness that
         # records its own spans while the mcp SDK's instrumentation is on).
         self._harness_calls = RecentKeys(self.config.max_seen_spans, self.config.seen_ttl_s)
-        self._held_by_parent: dict[tuple[bytes, bytes], _Pending] = {}
-        self._sessions: LRUCache[str, str] = LRUCache(self.config.max_sessions)
+        self._held_by_parent: dict[tuple[str, bytes, bytes], _Pending] = {}
+        # Session id -> server name, per tenant: one tenant's spans cannot name another's.
+        self._sessions: LRUCache[tuple[str, str], str] = LRUCache(self.config.max_sessions)
         self.spans: dict[bytes, Span] = {}  # the MCP spans of the request last classified
         # The ids of those read before (an exporter's retry): forwarded with what they were
         # given the first time (enrich.restore).
@@ -133,13 +155,27 @@ class Classifier:
     def pending_calls(self) -> int:
         return len(self._held)
 
-    def classify(self, request: ExportTraceServiceRequest, now: float) -> list[Event]:
-        """The events this request completes; ``spans`` then maps its MCP span ids to spans."""
+    def classify(
+        self,
+        request: ExportTraceServiceRequest,
+        now: float,
+        *,
+        tenant: str | None = None,
+        tenant_must_match: bool = False,
+    ) -> list[Event]:
+        """The events this request completes; ``spans`` then maps its MCP span ids to spans.
+
+        ``tenant``: the sender's tenant from its credentials, which then overrides what
+        the spans' resources say (or, with ``tenant_must_match``, a resource naming
+        another tenant is left unread). None: the resource attribute names the tenant.
+        """
         self._now = now
+        self._latest_ns = int((self._wall_clock() + self.config.max_clock_skew_s) * NS_PER_S)
         self.spans = {}
         self.undecided = {}
         self.duplicates = []
         events: list[Event] = []
+        tenant_key = self.config.tenant_attribute
         for resource_spans in request.resource_spans:
             resource: dict[str, AttributeValue] | None = None
             for scope_spans in resource_spans.scope_spans:
@@ -147,10 +183,15 @@ class Classifier:
                     if not may_be_mcp(span.name):
                         continue
                     if resource is None:
-                        resource = read_attributes(resource_spans.resource.attributes)
+                        resource, claimed = self._resource(resource_spans.resource, tenant)
+                        if tenant_must_match and claimed not in (None, tenant):
+                            self.stats.tenant_mismatches += 1
+                            break  # this resource's spans go on unread
                     span_view = view(span, resource, scope_spans.scope.name, self._wanted)
+                    self._clamp_times(span_view)
                     reading = read(span_view, self._patterns)
                     if reading is not None:
+                        self._cut_names(reading, resource.get(tenant_key))
                         self.spans[span.span_id] = span
                         events.extend(self._take(reading))
         events.extend(self.expire(now))
@@ -158,6 +199,53 @@ class Classifier:
             1 for _, fate in self.undecided.values() if fate is SpanFate.PENDING
         )
         return events
+
+    def _resource(
+        self, resource: Resource, tenant: str | None
+    ) -> tuple[dict[str, AttributeValue], str | None]:
+        """A resource's attributes, names cut, the tenant the sender's identity gives in
+        place of the one it claims; and the tenant it claimed, if any."""
+        key = self.config.tenant_attribute
+        # Only the names a reading needs: a resource may carry a million attributes.
+        attributes = read_attributes(resource.attributes, self._resource_wanted)
+        value = attributes.get(key)
+        claimed = value if isinstance(value, str) else None
+        if tenant is not None:
+            attributes[key] = tenant
+        for name in (key, SERVICE_NAME_KEY):
+            value = attributes.get(name)
+            if isinstance(value, str) and len(value) > self.config.max_name_chars:
+                self.stats.cut_names += 1
+                attributes[name] = value[: self.config.max_name_chars]
+        return attributes, claimed
+
+    def _clamp_times(self, span: SpanView) -> None:
+        """No time later than our wall clock plus ``max_clock_skew_s``, and start <= end: a
+        sender's clock cannot push a deadline, a window or a wire timestamp into the future.
+
+        Only the future is bounded. Old times are legitimate (a disk queue delivering after
+        a restart, an exporter's retries, a replay of recorded traffic), and an old failure
+        can only set a deadline that has already passed.
+        """
+        latest = self._latest_ns
+        end = min(span.end_ns, latest)
+        start = min(span.start_ns, end)
+        if (start, end) != (span.start_ns, span.end_ns):
+            self.stats.clamped_times += 1
+            span.start_ns, span.end_ns = start, end
+
+    def _cut_names(self, reading: Reading, tenant: object) -> None:
+        """Names as long as classify.max_name_chars at most, before anything keeps them."""
+        limit = self.config.max_name_chars
+        cut = False
+        if len(reading.tool) > limit:
+            reading.tool, cut = reading.tool[:limit], True
+        if reading.server is not None and len(reading.server) > limit:
+            reading.server, cut = reading.server[:limit], True
+        if reading.session_id is not None and len(reading.session_id) > limit:
+            reading.session_id, cut = reading.session_id[:limit], True
+        if cut:
+            self.stats.cut_names += 1
 
     def expire(self, now: float) -> list[Event]:
         """Calls whose other half did not come within ``pair_wait_s``: decided alone."""
@@ -190,7 +278,8 @@ class Classifier:
 
     def _take(self, reading: Reading) -> Iterable[Event]:
         span = reading.span
-        if not self._seen.add((span.trace_id, span.span_id), self._now):
+        tenant = _tenant(reading, self.config.tenant_attribute)
+        if not self._seen.add((tenant, span.trace_id, span.span_id), self._now):
             self.stats.duplicate_spans += 1
             self.duplicates.append(span.span_id)
             return ()  # the same span exported twice
@@ -202,16 +291,16 @@ class Classifier:
         verdict = judge(reading.signals)
         if reading.side is Side.UNSPECIFIED:
             if reading.dialect is Dialect.HARNESS:
-                self._absorb_nested(span.trace_id, span.span_id)
+                self._absorb_nested(tenant, span.trace_id, span.span_id)
             return (self._call(reading, None, verdict),)
-        parent = (span.trace_id, span.parent_span_id)
+        parent = (tenant, span.trace_id, span.parent_span_id)
         if reading.side is Side.CLIENT and span.parent_span_id and parent in self._harness_calls:
             self.stats.nested_spans += 1
-            self._mark_done(_pairing_keys(reading, Side.SERVER))
+            self._mark_done(_pairing_keys(reading, Side.SERVER, tenant))
             self._note(reading, verdict, SpanFate.ELSEWHERE)
             return ()  # the harness's own span already tells this call
-        offered = _pairing_keys(reading, reading.side)
-        sought = _pairing_keys(reading, _OTHER_SIDE[reading.side])
+        offered = _pairing_keys(reading, reading.side, tenant)
+        sought = _pairing_keys(reading, _OTHER_SIDE[reading.side], tenant)
         partner = next((self._by_key[k] for k in sought if k in self._by_key), None)
         if partner is not None:
             self._forget(partner)
@@ -239,11 +328,11 @@ class Classifier:
             self._held_by_parent[parent] = pending
         return ()
 
-    def _absorb_nested(self, trace_id: bytes, span_id: bytes) -> None:
+    def _absorb_nested(self, tenant: str, trace_id: bytes, span_id: bytes) -> None:
         """A harness call span arrived: an SDK client half already held under it is the
         same call, so it is dropped, and its server half with it when that comes."""
-        self._harness_calls.add((trace_id, span_id), self._now)
-        nested = self._held_by_parent.pop((trace_id, span_id), None)
+        self._harness_calls.add((tenant, trace_id, span_id), self._now)
+        nested = self._held_by_parent.pop((tenant, trace_id, span_id), None)
         if nested is not None and id(nested) in self._held:
             self.stats.nested_spans += 1
             self._forget(nested)
@@ -257,7 +346,8 @@ class Classifier:
             if self._by_key.get(key) is pending:
                 del self._by_key[key]
         span = pending.reading.span
-        parent = (span.trace_id, span.parent_span_id)
+        parent = (_tenant(pending.reading, self.config.tenant_attribute), span.trace_id,
+                  span.parent_span_id)  # fmt: skip
         if self._held_by_parent.get(parent) is pending:
             del self._held_by_parent[parent]
 
@@ -267,7 +357,8 @@ class Classifier:
 
     def _learn_session(self, reading: Reading) -> None:
         if reading.session_id and reading.server:
-            self._sessions[reading.session_id] = reading.server
+            tenant = _tenant(reading, self.config.tenant_attribute)
+            self._sessions[(tenant, reading.session_id)] = reading.server
 
     def _server(self, tool: str, *readings: Reading | None) -> str | None:
         for reading in readings:
@@ -278,7 +369,8 @@ class Classifier:
             return prefix
         for reading in readings:
             if reading is not None and reading.session_id:
-                known = self._sessions.get(reading.session_id)
+                tenant = _tenant(reading, self.config.tenant_attribute)
+                known = self._sessions.get((tenant, reading.session_id))
                 if known:
                     return known
         return self.config.tool_servers.get(tool)
@@ -302,6 +394,9 @@ class Classifier:
                     None,
                 )
         first = next(r for r in readings if r is not None)
+        if turn is not None and len(turn) > self.config.max_name_chars:
+            self.stats.cut_names += 1
+            turn = turn[: self.config.max_name_chars]
         return turn or first.span.trace_id.hex(), round_
 
     def _call(self, reading: Reading, partner: Reading | None, verdict: Verdict) -> ToolCall:
@@ -346,7 +441,10 @@ class Classifier:
         return ToolListing(
             turn=turn,
             round=round_,
-            server=reading.server or self._sessions.get(reading.session_id or ""),
+            server=reading.server
+            or self._sessions.get(
+                (_tenant(reading, self.config.tenant_attribute), reading.session_id or "")
+            ),
             start_ns=reading.span.start_ns,
             end_ns=reading.span.end_ns,
             trace_id=reading.span.trace_id,
@@ -364,6 +462,9 @@ def _resource_text(reading: Reading, key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+_tenant = _resource_text  # the tenant a reading belongs to: every key is kept per tenant
+
+
 _OTHER_SIDE = {Side.CLIENT: Side.SERVER, Side.SERVER: Side.CLIENT}
 
 
@@ -378,7 +479,7 @@ def _linked(reading: Reading) -> bool:
     return bool(span.span_id if reading.side is Side.CLIENT else span.parent_span_id)
 
 
-def _pairing_keys(reading: Reading, side: Side) -> tuple[PairKey, ...]:
+def _pairing_keys(reading: Reading, side: Side, tenant: str) -> tuple[PairKey, ...]:
     """The keys under which the ``side`` half of this reading's call is found.
 
     Each key names the side it belongs to, so two client halves that happen to share a

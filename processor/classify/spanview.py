@@ -18,6 +18,11 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 MAX_STRING_CHARS = 64 * 1024  # longer values (huge tool outputs) are cut, not decoded
 MAX_JSON_CHARS = 64 * 1024
 MAX_ARRAY_ITEMS = 1024
+# Attributes read of one span, event, resource or key-value list, in the order sent: the
+# work a sender can cause per span is bounded, marker or not. SDKs keep 128 by default
+# (the OpenTelemetry attribute count limit); the ones past this are forwarded, not read.
+MAX_ATTRIBUTES = 1024
+MAX_EVENTS = 1024  # events of one span looked at for exceptions, likewise
 EXCEPTION_EVENT = "exception"
 
 AttributeValue = str | int | float | bool | bytes | list[Any] | dict[str, Any] | None
@@ -83,7 +88,7 @@ def view(
 ) -> SpanView:
     exceptions = tuple(
         (str(attrs.get("exception.type", "")), str(attrs.get("exception.message", "")))
-        for event in span.events
+        for event in span.events[:MAX_EVENTS]
         if event.name == EXCEPTION_EVENT
         for attrs in (read_attributes(event.attributes),)
     )
@@ -105,10 +110,11 @@ def view(
 
 
 def read_attributes(attributes: Any, wanted: Wanted | None = None) -> dict[str, AttributeValue]:
+    first = attributes[:MAX_ATTRIBUTES] if len(attributes) > MAX_ATTRIBUTES else attributes
     if wanted is None:
-        return {kv.key: _value(kv.value, 0) for kv in attributes}
+        return {kv.key: _value(kv.value, 0) for kv in first}
     # Decoding a value costs several times reading its key: only wanted values are decoded.
-    return {kv.key: _value(kv.value, 0) for kv in attributes if kv.key in wanted}
+    return {kv.key: _value(kv.value, 0) for kv in first if kv.key in wanted}
 
 
 def _value(value: AnyValue, depth: int) -> AttributeValue:
@@ -126,7 +132,8 @@ def _value(value: AnyValue, depth: int) -> AttributeValue:
     if which == "array_value":
         return [_value(v, depth + 1) for v in value.array_value.values[:MAX_ARRAY_ITEMS]]
     if which == "kvlist_value":
-        return {kv.key: _value(kv.value, depth + 1) for kv in value.kvlist_value.values}
+        pairs = value.kvlist_value.values[:MAX_ATTRIBUTES]
+        return {kv.key: _value(kv.value, depth + 1) for kv in pairs}
     if which == "bytes_value":
         return bytes(value.bytes_value[:MAX_STRING_CHARS])
     return None

@@ -12,7 +12,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 
-from processor.config.state import StateConfig
+from processor.config.state import StateConfig, retention_problems
 
 # --- receivers ----------------------------------------------------------------------------
 DEFAULT_GRPC_ENDPOINT = "0.0.0.0:4317"
@@ -21,6 +21,19 @@ DEFAULT_HTTP_ENDPOINT = "0.0.0.0:4318"
 DEFAULT_GRPC_MAX_RECV_MSG_BYTES = 4 * 1024 * 1024
 # OTLP/HTTP: the Collector's confighttp default, measured after decompression.
 DEFAULT_HTTP_MAX_BODY_BYTES = 20 * 1024 * 1024
+# Connections an outsider can open and hold: each is a file descriptor and a buffer.
+DEFAULT_HTTP_MAX_CONNECTIONS = 512  # over it a new connection is closed at once
+DEFAULT_HTTP_IDLE_TIMEOUT_S = 60.0  # a connection with no request in flight is closed after this
+DEFAULT_HTTP_READ_TIMEOUT_S = 30.0  # a request's body must arrive within this
+DEFAULT_GRPC_MAX_CONNECTION_IDLE_S = 300.0  # gRPC closes a connection with no RPC after this
+# Clients reconnect (OTLP exporters do so by themselves), which also spreads them over
+# replicas behind a Service; in-flight RPCs get the grace period to finish.
+DEFAULT_GRPC_MAX_CONNECTION_AGE_S = 3600.0
+DEFAULT_GRPC_MAX_CONNECTION_AGE_GRACE_S = 30.0
+DEFAULT_GRPC_KEEPALIVE_TIME_S = 60.0  # ping an idle client this often...
+DEFAULT_GRPC_KEEPALIVE_TIMEOUT_S = 20.0  # ...and drop it when the ping is not answered
+DEFAULT_GRPC_HANDSHAKE_TIMEOUT_S = 10.0  # a connection that never speaks HTTP/2 is dropped
+DEFAULT_GRPC_MAX_CONCURRENT_RPCS = 1000  # Export calls in progress at once, all connections
 
 # --- forwarder ----------------------------------------------------------------------------
 DEFAULT_FORWARD_ENDPOINT = ""  # empty: no next hop, spans are analysed and released
@@ -116,9 +129,35 @@ DEFAULT_MAX_ADVISORIES = 10_000  # advisories in force at once (turn blocks incl
 DEFAULT_HALF_OPEN_TTL_S = 600.0  # a half-open advisory nobody probes is dropped after this
 DEFAULT_READY_PROBE_TIMEOUT_S = 1.0
 DEFAULT_TENANT_ATTRIBUTE = "tenant.id"
+# A span's times come from its sender: no later than our clock plus this, so a span from
+# the future cannot set a deadline, a window or a wire timestamp (counted when moved).
+DEFAULT_MAX_CLOCK_SKEW_S = 300.0
+# Tool, server, turn, tenant and harness names are cut to this many characters before they
+# are stored, labelled or sent: memory per key is bounded in bytes, not only in keys.
+DEFAULT_MAX_NAME_CHARS = 256
+DEFAULT_WRITE_TIMEOUT_S = 10.0  # a subscriber that takes no change for this long is cut off
+DEFAULT_MAX_SUBSCRIBERS_PER_CALLER = 100  # streams per token (per peer address without tokens)
+DEFAULT_RESERVED_SUBSCRIBERS_PER_TENANT = 16  # kept free for each tenant under the global cap
+DEFAULT_MAX_CHECK_ARGUMENT_BYTES = 16 * 1024  # a Check's arguments, as sent
+DEFAULT_TOKENS_RELOAD_S = 5.0  # the tokens file is looked at for changes this often
 DEFAULT_MAX_SERIES_PER_METRIC = 2000  # label sets per metric before the overflow series
 DEFAULT_SERIES_IDLE_S = 3600.0  # a series not updated for an hour is dropped
 DEFAULT_LOG_LEVEL = "info"
+
+
+class ReceiverAuth(enum.StrEnum):
+    """Who may send spans to the OTLP receivers."""
+
+    NONE = "none"  # anyone who reaches the port; a span's tenant attribute names its tenant
+    TOKEN = "token"  # a bearer token from the token map; the token's tenant is the tenant
+    CERTIFICATE = "certificate"  # mutual TLS; the client certificate's common name is the tenant
+
+
+class SpanTenant(enum.StrEnum):
+    """With authentication on, what a span's own tenant attribute may say."""
+
+    IGNORE = "ignore"  # the sender's identity decides; the attribute is not read
+    MATCH = "match"  # a resource naming another tenant is forwarded but not analysed
 
 
 class ForwardProtocol(enum.StrEnum):
@@ -215,9 +254,27 @@ class GrpcReceiverConfig:
     endpoint: str = DEFAULT_GRPC_ENDPOINT
     # Over it the request is refused with RESOURCE_EXHAUSTED (checked after gzip too).
     max_recv_msg_bytes: int = DEFAULT_GRPC_MAX_RECV_MSG_BYTES
+    max_concurrent_rpcs: int = DEFAULT_GRPC_MAX_CONCURRENT_RPCS
+    max_connection_idle_s: float = DEFAULT_GRPC_MAX_CONNECTION_IDLE_S
+    max_connection_age_s: float = DEFAULT_GRPC_MAX_CONNECTION_AGE_S
+    max_connection_age_grace_s: float = DEFAULT_GRPC_MAX_CONNECTION_AGE_GRACE_S
+    keepalive_time_s: float = DEFAULT_GRPC_KEEPALIVE_TIME_S
+    keepalive_timeout_s: float = DEFAULT_GRPC_KEEPALIVE_TIMEOUT_S
+    handshake_timeout_s: float = DEFAULT_GRPC_HANDSHAKE_TIMEOUT_S
 
     def validate(self, prefix: str) -> list[str]:
-        problems = not_positive(prefix, self, "max_recv_msg_bytes")
+        problems = not_positive(
+            prefix,
+            self,
+            "max_recv_msg_bytes",
+            "max_concurrent_rpcs",
+            "max_connection_idle_s",
+            "max_connection_age_s",
+            "max_connection_age_grace_s",
+            "keepalive_time_s",
+            "keepalive_timeout_s",
+            "handshake_timeout_s",
+        )
         return [p for p in [endpoint_problem(f"{prefix}.endpoint", self.endpoint), *problems] if p]
 
 
@@ -229,9 +286,14 @@ class HttpReceiverConfig:
     endpoint: str = DEFAULT_HTTP_ENDPOINT
     # Over it the request gets 413; applies to the body after decompression.
     max_body_bytes: int = DEFAULT_HTTP_MAX_BODY_BYTES
+    max_connections: int = DEFAULT_HTTP_MAX_CONNECTIONS
+    idle_timeout_s: float = DEFAULT_HTTP_IDLE_TIMEOUT_S
+    read_timeout_s: float = DEFAULT_HTTP_READ_TIMEOUT_S
 
     def validate(self, prefix: str) -> list[str]:
-        problems = not_positive(prefix, self, "max_body_bytes")
+        problems = not_positive(
+            prefix, self, "max_body_bytes", "max_connections", "idle_timeout_s", "read_timeout_s"
+        )
         return [p for p in [endpoint_problem(f"{prefix}.endpoint", self.endpoint), *problems] if p]
 
 
@@ -239,12 +301,24 @@ class HttpReceiverConfig:
 class ReceiversConfig:
     grpc: GrpcReceiverConfig = field(default_factory=GrpcReceiverConfig)
     http: HttpReceiverConfig = field(default_factory=HttpReceiverConfig)
+    # none: anyone who reaches the ports steers the breaker (said at start-up). token: the
+    # bearer tokens of the token map (advisories.tokens and auth.tokens_file), as the
+    # Collector's bearertokenauth. certificate: mutual TLS (tls.client_ca_file).
+    auth: ReceiverAuth = ReceiverAuth.NONE
+    span_tenant: SpanTenant = SpanTenant.IGNORE
+    # TLS on both receivers; with client_ca_file, every client must present a certificate.
+    tls: ServerTlsConfig = field(default_factory=lambda: ServerTlsConfig())
 
     def validate(self, prefix: str) -> list[str]:
         problems = self.grpc.validate(f"{prefix}.grpc") + self.http.validate(f"{prefix}.http")
         if not self.grpc.enabled and not self.http.enabled:
             problems.append(f"{prefix}: at least one of grpc and http must be enabled")
-        return problems
+        if self.auth is ReceiverAuth.CERTIFICATE and not self.tls.client_ca_file:
+            problems.append(
+                f"{prefix}.auth: certificate needs mutual TLS: set {prefix}.tls.cert_file, "
+                "key_file and client_ca_file"
+            )
+        return problems + self.tls.validate(f"{prefix}.tls")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -404,11 +478,15 @@ class ClassifyConfig:
     # The resource attribute naming the tenant a harness belongs to: circuits, turn blocks
     # and advisories are kept apart per tenant. Spans without it belong to no tenant ("").
     tenant_attribute: str = DEFAULT_TENANT_ATTRIBUTE
+    max_clock_skew_s: float = DEFAULT_MAX_CLOCK_SKEW_S
+    max_name_chars: int = DEFAULT_MAX_NAME_CHARS
 
     def validate(self, prefix: str) -> list[str]:
         problems = not_positive(
             prefix,
             self,
+            "max_clock_skew_s",
+            "max_name_chars",
             "pair_wait_s",
             "seen_ttl_s",
             "max_pending_calls",
@@ -557,8 +635,8 @@ class TelemetryConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AdvisoryTlsConfig:
-    """TLS on the advisory port. No files: plaintext (for loopback and sidecars)."""
+class ServerTlsConfig:
+    """TLS on a listening port. No files: plaintext (for loopback and sidecars)."""
 
     cert_file: str = ""
     key_file: str = ""
@@ -573,13 +651,16 @@ class AdvisoryTlsConfig:
         return []
 
 
+AdvisoryTlsConfig = ServerTlsConfig  # the advisory port's TLS: the same settings
+
+
 @dataclass(frozen=True, kw_only=True)
 class AdvisoriesConfig:
     """The advisory service: harnesses subscribe to the breaker's decisions on its own port."""
 
     enabled: bool = True
     endpoint: str = DEFAULT_ADVISORIES_ENDPOINT
-    tls: AdvisoryTlsConfig = field(default_factory=AdvisoryTlsConfig)
+    tls: ServerTlsConfig = field(default_factory=ServerTlsConfig)
     # Bearer token -> tenant. Empty: no authentication, everyone is the default tenant.
     tokens: dict[str, str] = field(default_factory=dict)
     # Tokens allowed to force circuits open or closed. Empty: admin calls are refused.
@@ -589,6 +670,15 @@ class AdvisoriesConfig:
     max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS
     # One tenant's harnesses cannot take every stream the service will hold.
     max_subscribers_per_tenant: int = DEFAULT_MAX_SUBSCRIBERS_PER_TENANT
+    # One token (one peer address, without tokens) cannot take its tenant's every stream.
+    max_subscribers_per_caller: int = DEFAULT_MAX_SUBSCRIBERS_PER_CALLER
+    # Under max_subscribers, this many streams stay free for each tenant of the token map
+    # until it uses them: tenants at their own cap cannot lock another tenant out.
+    reserved_subscribers_per_tenant: int = DEFAULT_RESERVED_SUBSCRIBERS_PER_TENANT
+    # A subscriber that does not take a change for this long (a frozen or stalled client)
+    # is cut off with RESOURCE_EXHAUSTED, whatever its queue holds.
+    write_timeout_s: float = DEFAULT_WRITE_TIMEOUT_S
+    max_check_argument_bytes: int = DEFAULT_MAX_CHECK_ARGUMENT_BYTES
     replay_changes: int = DEFAULT_REPLAY_CHANGES
     max_advisories: int = DEFAULT_MAX_ADVISORIES
     half_open_ttl_s: float = DEFAULT_HALF_OPEN_TTL_S
@@ -601,16 +691,38 @@ class AdvisoriesConfig:
             "subscriber_queue",
             "max_subscribers",
             "max_subscribers_per_tenant",
+            "max_subscribers_per_caller",
+            "write_timeout_s",
+            "max_check_argument_bytes",
             "replay_changes",
             "max_advisories",
             "half_open_ttl_s",
         )
+        if self.reserved_subscribers_per_tenant < 0:
+            problems.append(
+                f"{prefix}.reserved_subscribers_per_tenant: must be 0 or more, "
+                f"got {self.reserved_subscribers_per_tenant}"
+            )
         endpoint = endpoint_problem(f"{prefix}.endpoint", self.endpoint)
         if endpoint:
             problems.append(endpoint)
         if any(not token.strip() for token in (*self.tokens, *self.admin_tokens)):
             problems.append(f"{prefix}.tokens: a token must not be empty")
         return problems + self.tls.validate(f"{prefix}.tls")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuthConfig:
+    """The token map, shared by the OTLP receivers and the advisory port: bearer token ->
+    tenant. ``advisories.tokens`` holds tokens inline; ``tokens_file`` holds more, one
+    ``token=tenant`` a line (``#`` comments), and is read again when it changes, so a token
+    is added or revoked without a restart."""
+
+    tokens_file: str = ""
+    tokens_reload_s: float = DEFAULT_TOKENS_RELOAD_S
+
+    def validate(self, prefix: str) -> list[str]:
+        return not_positive(prefix, self, "tokens_reload_s")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -632,6 +744,7 @@ class ServiceConfig:
     roster: RosterConfig = field(default_factory=RosterConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     advisories: AdvisoriesConfig = field(default_factory=AdvisoriesConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
     state: StateConfig = field(default_factory=StateConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
@@ -644,9 +757,29 @@ class ServiceConfig:
             + self.roster.validate("roster")
             + self.telemetry.validate("telemetry")
             + self.advisories.validate("advisories")
+            + self.auth.validate("auth")
             + self.state.validate("state")
             + self.log.validate("log")
+            + self._token_problems()
+            + retention_problems(
+                self.state,
+                needed_s=max(
+                    self.breaker.window_s,
+                    self.breaker.turn_idle_s,
+                    self.breaker.open_max_s,
+                    self.roster.turn_idle_s,
+                ),
+                needed_by="the longest of breaker.window_s, breaker.turn_idle_s, "
+                "breaker.open_max_s and roster.turn_idle_s",
+            )
         )
+
+    def _token_problems(self) -> list[str]:
+        if self.receivers.auth is not ReceiverAuth.TOKEN:
+            return []
+        if self.advisories.tokens or self.auth.tokens_file:
+            return []
+        return ["receivers.auth: token needs tokens: set advisories.tokens or auth.tokens_file"]
 
 
 # --- the offline analysis (mcp-breaker analyze) -------------------------------------------

@@ -15,8 +15,10 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from processor.errors import InvalidRequest
 from processor.otlp import SERVICE_NAME, STATUS_DETAILS_KEY
+from processor.receive.gate import Gate, grpc_common_name
 from processor.receive.intake import Intake, IntakeOutcome, Transport
 from processor.sender import Sender
+from processor.tokens import bearer_token
 
 
 def _status_metadata(code: int, message: str, detail: Message) -> tuple[tuple[str, bytes], ...]:
@@ -41,10 +43,30 @@ def bad_request_metadata(message: str) -> tuple[tuple[str, bytes], ...]:
     return _status_metadata(code_pb2.INVALID_ARGUMENT, message, detail)
 
 
-def trace_service_handler(intake: Intake) -> grpc.GenericRpcHandler:
+def _authorization(context: grpc.aio.ServicerContext) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization" and isinstance(value, str):
+            return value
+    return None
+
+
+def trace_service_handler(intake: Intake, gate: Gate | None = None) -> grpc.GenericRpcHandler:
     async def export(payload: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        peer = str(context.peer() or "")
+        if gate is None or gate.open:
+            sender = Sender(peer=peer)
+        else:
+            admitted = gate.admit(
+                peer,
+                bearer_token(_authorization(context)),
+                grpc_common_name(context.auth_context()),
+            )
+            if not isinstance(admitted, Sender):
+                intake.count_unauthenticated(Transport.GRPC)
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, admitted)
+                raise AssertionError("abort() raises")  # for type checkers
+            sender = admitted
         try:
-            sender = Sender(peer=str(context.peer() or ""))
             result = await intake.accept_protobuf(payload, Transport.GRPC, sender)
         except InvalidRequest as error:
             intake.count_invalid(Transport.GRPC)

@@ -10,6 +10,7 @@ question and the hand-off, so the answer still holds when the request is given.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from dataclasses import dataclass
 
@@ -22,6 +23,11 @@ from processor.forward.queue import Admission, Downstream
 from processor.sender import UNKNOWN_SENDER, Sender
 from processor.stage import Opened, Stage
 from processor.telemetry.metrics import SelfMetrics
+
+# A request larger than this is opened (decoded, its spans counted) in a worker thread, so
+# a large one does not hold the event loop for other senders and the probes. Opening is
+# pure: nothing it touches is shared. The analysis that follows stays on the loop.
+OFFLOAD_BYTES = 1024 * 1024
 
 
 class Transport(enum.StrEnum):
@@ -51,7 +57,12 @@ class Intake:
         self, payload: bytes, transport: Transport, sender: Sender = UNKNOWN_SENDER
     ) -> IntakeResult:
         """Raises InvalidRequest for undecodable input; the transport counts it."""
-        return await self._admit(self._stage.open(payload), transport, sender)
+        opened = (
+            await asyncio.to_thread(self._stage.open, payload)
+            if len(payload) > OFFLOAD_BYTES
+            else self._stage.open(payload)
+        )
+        return await self._admit(opened, transport, sender)
 
     async def accept_request(
         self,
@@ -64,6 +75,10 @@ class Intake:
     def count_invalid(self, transport: Transport) -> None:
         """For requests turned away as undecodable or over a limit."""
         self._metrics.requests.labels(transport, "invalid").inc()
+
+    def count_unauthenticated(self, transport: Transport) -> None:
+        """For requests turned away before they were read: no or a wrong credential."""
+        self._metrics.requests.labels(transport, "unauthenticated").inc()
 
     async def _admit(self, opened: Opened, transport: Transport, sender: Sender) -> IntakeResult:
         metrics = self._metrics

@@ -222,7 +222,10 @@ CLASSIFICATION_ERRORS = MetricSpec(
     unit="",
     labels=("kind",),
     help="What classification could not do cleanly: unpaired (a call half decided alone), "
-    "pending_overflow (decided early: too many held), malformed_listing.",
+    "pending_overflow (decided early: too many held), malformed_listing, span_time_clamped "
+    "(a span from the future, read at our clock plus classify.max_clock_skew_s), name_cut "
+    "(a name over classify.max_name_chars), tenant_mismatch (a resource naming another "
+    "tenant than its sender's credentials, forwarded unread).",
     query="sum by (kind) (rate(mcp_breaker_classification_errors_total[5m]))",
 )
 SPANS_FORWARDED_PENDING = MetricSpec(
@@ -430,14 +433,39 @@ REQUESTS = _hop(
     "receiver_requests",
     C,
     ("transport", "outcome"),
-    "Export requests by outcome: success, refused (retry), invalid (not retryable).",
+    "Export requests by outcome: success, refused (retry), invalid (not retryable), "
+    "unauthenticated (no or a wrong credential: nothing read).",
     "sum by (outcome) (rate(mcp_breaker_receiver_requests_total[5m]))",
+)
+RECEIVER_CONNECTIONS = _hop(
+    "receiver_connections",
+    G,
+    ("transport",),
+    "Connections open on a receiver with a connection cap (receivers.http.max_connections).",
+    "mcp_breaker_receiver_connections",
+)
+RECEIVER_CONNECTIONS_REFUSED = _hop(
+    "receiver_connections_refused",
+    C,
+    ("transport",),
+    "Connections closed as they were accepted: the receiver held its cap, every "
+    "connection busy with a request.",
+    "rate(mcp_breaker_receiver_connections_refused_total[5m]) > 0",
+)
+RECEIVER_CONNECTIONS_EVICTED = _hop(
+    "receiver_connections_evicted",
+    C,
+    ("transport",),
+    "Quiet connections closed to make room for a new one at the cap: many idle "
+    "connections (an attack, or clients that never close) if it keeps rising.",
+    "rate(mcp_breaker_receiver_connections_evicted_total[5m])",
 )
 STAGE_REQUESTS = _hop(
     "stage_requests",
     C,
     ("path",),
-    "Requests by stage path: passthrough (forwarded as received) or parsed.",
+    "Requests by stage path: passthrough (forwarded as received), parsed, or unreadable "
+    "(may hold MCP spans but does not decode in full: forwarded as received, not analysed).",
     "sum by (path) (rate(mcp_breaker_stage_requests_total[5m]))",
 )
 STAGE_ERRORS = _hop(
@@ -531,6 +559,9 @@ HOP: tuple[MetricSpec, ...] = (
     REFUSED_SPANS,
     REJECTED_SPANS,
     REQUESTS,
+    RECEIVER_CONNECTIONS,
+    RECEIVER_CONNECTIONS_REFUSED,
+    RECEIVER_CONNECTIONS_EVICTED,
     STAGE_REQUESTS,
     STAGE_ERRORS,
     SENT_SPANS,

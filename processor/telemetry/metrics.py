@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from processor.telemetry import catalogue
@@ -20,6 +20,7 @@ from processor.telemetry.catalogue import MetricSpec
 
 if TYPE_CHECKING:  # the forwarder imports this module to count; this only names its type
     from processor.forward.queue import QueueStats
+    from processor.receive.connections import ConnectionLimit
 
 
 class SelfMetrics:
@@ -45,7 +46,7 @@ class SelfMetrics:
         for name in ("grpc", "http"):
             for family in (self.accepted_spans, self.refused_spans, self.rejected_spans):
                 family.labels(name)
-            for outcome in ("success", "refused", "invalid"):
+            for outcome in ("success", "refused", "invalid", "unauthenticated"):
                 self.requests.labels(name, outcome)
 
 
@@ -70,3 +71,32 @@ class QueueCollector(Collector):
             yield GaugeMetricFamily(
                 spec.full_name, spec.help, value=getattr(stats, attribute), unit=spec.unit
             )
+
+
+class ConnectionCollector(Collector):
+    """Reads a listener's connection cap at scrape time."""
+
+    def __init__(self, transport: str, limit: ConnectionLimit) -> None:
+        self._transport = transport
+        self._limit = limit
+
+    def collect(self) -> Iterable[Metric]:
+        open_ = GaugeMetricFamily(
+            catalogue.RECEIVER_CONNECTIONS.full_name,
+            catalogue.RECEIVER_CONNECTIONS.help,
+            labels=("transport",),
+        )
+        open_.add_metric((self._transport,), self._limit.open)
+        refused = CounterMetricFamily(
+            catalogue.RECEIVER_CONNECTIONS_REFUSED.full_name,
+            catalogue.RECEIVER_CONNECTIONS_REFUSED.help,
+            labels=("transport",),
+        )
+        refused.add_metric((self._transport,), self._limit.refused)
+        evicted = CounterMetricFamily(
+            catalogue.RECEIVER_CONNECTIONS_EVICTED.full_name,
+            catalogue.RECEIVER_CONNECTIONS_EVICTED.help,
+            labels=("transport",),
+        )
+        evicted.add_metric((self._transport,), self._limit.evicted)
+        return (open_, refused, evicted)

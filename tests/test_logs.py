@@ -1,0 +1,140 @@
+"""The service's log: one line per record whatever a sender named things, and no flood.
+
+``configure`` installs the root handler these tests write through, on a fake clock, so the
+rate limit's window passes without sleeping.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from processor import logs
+from processor.config import LogLevel
+
+FORGED = "\nFAKE 2026-01-01 ERROR forged"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Log:
+    """What ``logs.configure`` writes to stderr, on a fake clock."""
+
+    def __init__(self) -> None:
+        self.clock = Clock()
+        self.stderr = io.StringIO()
+
+    def lines(self) -> list[str]:
+        return self.stderr.getvalue().splitlines()
+
+
+@pytest.fixture
+def log(monkeypatch: pytest.MonkeyPatch) -> Iterator[Log]:
+    """The service's logging, configured; the root logger as it was, afterwards."""
+    captured = Log()
+    monkeypatch.setattr(sys, "stderr", captured.stderr)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    logs.configure(LogLevel.INFO, clock=captured.clock)
+    yield captured
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def test_a_newline_in_a_name_cannot_forge_a_line(log: Log) -> None:
+    logging.getLogger("processor.stage").warning("tool %s failed", "fetch" + FORGED)
+    logging.getLogger("anything.else").info("server %r", "web" + FORGED)
+    lines = log.lines()
+    assert len(lines) == 2  # every logger writes through the root handler
+    assert lines[0].endswith(
+        "WARNING processor.stage: tool fetch\\nFAKE 2026-01-01 ERROR forged failed"
+    )
+    assert lines[1].endswith("anything.else: server 'web\\nFAKE 2026-01-01 ERROR forged'")
+
+
+def test_every_control_character_is_shown_escaped(log: Log) -> None:
+    sent = "a\x1b[2J\r\x00\x7f\x85\x9b\t\u202e\u2066\u2028b"
+    logging.getLogger("processor").warning("turn %s", sent)
+    (line,) = log.lines()
+    assert line.endswith("turn a\\x1b[2J\\r\\x00\\x7f\\x85\\x9b\\t\\u202e\\u2066\\u2028b")
+    assert line.isprintable()
+
+
+def test_our_traceback_keeps_its_lines_and_escapes_what_it_quotes(log: Log) -> None:
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError as error:
+            raise ValueError("bad tool x" + FORGED) from error
+    except ValueError:
+        logging.getLogger("processor.stage").exception("analysis failed for %s", "t" + FORGED)
+    lines = log.lines()
+    assert lines[0].endswith("analysis failed for t\\nFAKE 2026-01-01 ERROR forged")
+    assert lines[1] == "Traceback (most recent call last):"
+    assert any(line.startswith('  File "') and "test_logs.py" in line for line in lines)
+    assert "KeyError: 'k'" in lines
+    assert lines[-1] == "ValueError: bad tool x\\nFAKE 2026-01-01 ERROR forged"
+    assert not any(line.startswith("FAKE") for line in lines)
+
+
+def test_a_flood_of_warnings_is_cut_and_counted(log: Log) -> None:
+    logger = logging.getLogger("processor.receive")
+    start = log.clock.now
+    for n in range(999):  # one kind, whatever the names: the template is what repeats
+        logger.warning("refused a span from %s", f"sender-{n}")
+        log.clock.now += 0.05
+    log.clock.now = start + logs.REPEAT_WINDOW_S
+    logger.warning("refused a span from %s", "sender-999")
+    lines = log.lines()
+    assert len(lines) == logs.REPEATS_PER_WINDOW + 1
+    assert lines[-1].endswith(
+        "refused a span from sender-999 (suppressed 994 similar messages in the last 60 s)"
+    )
+    assert sum("suppressed" in line for line in lines) == 1
+
+
+def test_the_limit_counts_again_in_each_window(log: Log) -> None:
+    logger = logging.getLogger("processor.forward")
+    for _ in range(3):
+        for _ in range(logs.REPEATS_PER_WINDOW + 2):
+            logger.error("next hop refused")
+        log.clock.now += logs.REPEAT_WINDOW_S
+    lines = log.lines()
+    assert len(lines) == 3 * logs.REPEATS_PER_WINDOW
+    assert [line.endswith("(suppressed 2 similar messages in the last 60 s)") for line in lines][
+        :: logs.REPEATS_PER_WINDOW
+    ] == [False, True, True]
+
+
+def test_info_and_distinct_kinds_are_not_cut(log: Log) -> None:
+    logger = logging.getLogger("processor")
+    for _ in range(1000):
+        logger.info("delivered a batch")
+    for n in range(logs.REPEATS_PER_WINDOW + 1):
+        logger.warning("one kind %d", n)
+        logger.error("one kind %d", n)  # another level: another kind
+        logging.getLogger("processor.other").warning("one kind %d", n)  # another logger
+        logger.warning("%s", f"config warning {n}")  # a bare "%s" is keyed by its message
+    lines = log.lines()
+    assert len(lines) == 1000 + 3 * logs.REPEATS_PER_WINDOW + logs.REPEATS_PER_WINDOW + 1
+
+
+def test_the_limit_holds_a_bounded_number_of_kinds() -> None:
+    clock = Clock()
+    limit = logs.RepeatLimit(limit=1, clock=clock, max_templates=2)
+
+    def passes(msg: str) -> bool:
+        return limit.filter(logging.makeLogRecord({"msg": msg, "levelno": logging.WARNING}))
+
+    assert [passes("a"), passes("a"), passes("b"), passes("c")] == [True, False, True, True]
+    assert passes("a")  # its window was dropped, the oldest, to make room for "c"
