@@ -12,6 +12,9 @@ upstream's scheme, host and port: IPs and ports are not credentials) and removes
 - the value after a key that names a secret (``password=``, ``token:``, ``"api_key":``,
   ``Cookie:``, ...), after an ``UPPER_SNAKE=`` environment name, and after ``Bearer`` or
   ``Basic`` -> the key stays, the value becomes ``[REDACTED]``;
+- secrets written in prose, the word after a secret keyword (``password hunter2x``, ``the
+  token tkn9f8e7d6c5``, ``api key k3y-7781``, ``PIN 4921``, ``otp: 883921``, ``my password is
+  Tr0ub4dor&3``) -> the keyword stays, the word becomes ``[REDACTED]``. See "Prose" below;
 - in URLs: userinfo, query and fragment -> ``[REDACTED]``; of the path only a short plain
   first segment stays (``/mcp``), the rest -> ``<path>``: webhooks carry secrets there;
 - filesystem paths -> ``<path>``: absolute with two segments or a file extension, ``~/``,
@@ -25,11 +28,37 @@ between words with a trailing "…". Only the first ``SCAN_FACTOR * max_chars`` 
 are read, and no pattern repeats a quantified group, so the cost is bounded whatever the
 input. A word cut by either limit is dropped whole, since half a secret matches no pattern.
 ``redact`` is idempotent. It takes any ``str``; only ``max_chars`` below 1 raises.
+
+Prose. A keyword is one of ``_PROSE_KEYWORDS`` (password, passphrase, token, secret, api key,
+access key, private key, auth token, authorization, bearer, credential, session id, session,
+cookie, pin, otp, ...; a plural or a glued prefix such as ``db_password`` or ``X-Api-Key``
+too). Between it and the value may stand ``:`` or ``=`` (a field), ``is``/``was``/``equals``
+(a copula, optionally ``set to``), or ``for``/``of`` [``user``/``account``] *name* followed by
+a field or a copula ("password for user bob is x": the name stays). The value is the next
+word, or a quoted string. It becomes ``[REDACTED]`` when
+
+- it follows a field (``otp: 883921``; a quoted key such as ``"pin":`` counts only with a
+  secret-shaped or quoted value, so ``'get_token': disk full`` stays), or it is quoted, or
+- it is secret-shaped: it holds a digit or a character other than a letter
+  (``correct-horse-battery-staple``, ``Tr0ub4dor&3``), mixes case in a way camel-case names
+  do not (``hUnTeR``; ``TokenExpiredError`` stays), or runs to 20 letters or more, or
+- it follows a password word (password, passwd, passphrase, passcode, pwd) and is not one
+  of the ordinary follow-words in ``_PROSE_STOP_WORDS`` ("password incorrect", "password
+  authentication failed", "password is too short" stay; "password swordfish" goes).
+
+So a plain word after any other keyword stays: "Unauthorized: token expired", "invalid api
+key", "upstream MCP session is closed", "token limit exceeded", "session closed" read as
+written. A word starting with a bracket, one without a letter or digit, another keyword or
+an auth scheme ("Authorization: Bearer ...") is not a value. What gets through: a plain
+dictionary word after a keyword other than a password word ("the token is swordfish",
+"bearer token xyz"), a password-word value that happens to be a stop word ("password
+expired"), and a secret that no keyword introduces and no shape rule catches.
 """
 
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 DEFAULT_MAX_CHARS = 300  # characters: a line a model can read, not a log dump
 # Scrubbing mostly shortens text (indentation, URL paths, tracebacks), so four times the
@@ -77,10 +106,12 @@ _QUOTED_PAIR = re.compile(
     re.IGNORECASE,
 )
 # "Authorization: Bearer x" keeps its scheme; a scheme word alone is not a credential.
+# "Basic/x.txt" is no scheme word: a later pass would make it "<path>", then a value; so
+# the scheme ends where a path, e-mail or key could not go on ("Bearer…" is the cap's).
 _SCHEME = r"(?:bearer|basic|token|digest)"
 _BARE_PAIR = re.compile(
     rf"(?<![\w.-])(?P<key>[\w.-]*?{_KEY_WORD}(?![\w-])\s*[:=]\s*(?:{_SCHEME}\s+)?)"
-    rf"{_NOT_REDACTED}(?!{_SCHEME}(?![\w-]))(?P<value>{_VALUE})",
+    rf"{_NOT_REDACTED}(?!{_SCHEME}(?![\w.~/\\@+-]))(?P<value>{_VALUE})",
     re.IGNORECASE,
 )
 _ENV_ASSIGNMENT = re.compile(
@@ -89,6 +120,66 @@ _ENV_ASSIGNMENT = re.compile(
 _AUTH_CREDENTIAL = re.compile(
     r"\b(?P<scheme>bearer|basic)\s+(?P<credential>[A-Za-z0-9._~+/=-]+)", re.IGNORECASE
 )
+
+# Prose: a keyword, then a filler, then a word. See the module docstring for the rule.
+# Longer forms first, so "session id" is read before "session" and "auth token" before "auth".
+_PROSE_KEYWORDS = (
+    "password", "passwd", "passphrase", "passcode", "pwd", "token", "secret", "api key",
+    "apikey", "access key", "secret key", "private key", "signing key", "encryption key",
+    "master key", "license key", "ssh key", "auth token", "access token", "refresh token",
+    "id token", "session token", "bearer token", "client secret", "authorization", "auth",
+    "bearer", "credential", "session id", "sessionid", "session", "cookie", "pin", "otp",
+    "totp", "mfa code", "2fa code", "verification code", "security code", "one-time code",
+    "signature",
+)  # fmt: skip
+# Their values are often plain words ("swordfish"), so any word goes but the stop words.
+_PASSWORD_WORDS = frozenset({"password", "passwd", "passphrase", "passcode", "pwd"})
+# Words that follow a password word in error texts. Seen on a value, they keep it readable.
+_PROSE_STOP_LIST = (
+    "a", "an", "the", "and", "or", "but", "not", "no", "nor", "is", "was", "are", "were", "be",
+    "been", "being", "has", "have", "had", "does", "do", "did", "will", "would", "can", "cannot",
+    "could", "should", "must", "may", "might", "shall", "to", "for", "from", "of", "in", "on",
+    "at", "by", "with", "without", "as", "if", "when", "while", "since", "than", "that", "this",
+    "these", "those", "too", "also", "still", "now", "then", "only", "so", "yet", "already",
+    "again", "here", "there", "none", "null", "nil", "empty", "blank", "unset", "set", "yes",
+    "required", "missing", "needed", "needs", "provided", "supplied", "given", "entered",
+    "specified", "expected", "invalid", "incorrect", "wrong", "bad", "weak", "short", "long",
+    "correct", "valid", "ok", "okay", "good", "expired", "expires", "expiring", "expiry",
+    "revoked", "rejected", "denied", "refused", "mismatch", "mismatched", "change", "changed",
+    "changes", "changing", "reset", "resets", "update", "updated", "updates", "rotated",
+    "rotation", "policy", "policies", "length", "hash", "hashed", "hashing", "encrypted",
+    "encryption", "protected", "protection", "field", "fields", "prompt", "prompts", "manager",
+    "login", "logon", "sign", "signin", "auth", "authentication", "authenticated", "authorization",
+    "verification", "verify", "verified", "validation", "validated", "check", "checks", "checking",
+    "complexity", "strength", "requirement", "requirements", "rule", "rules", "file", "files",
+    "store", "storage", "vault", "attempt", "attempts", "retry", "retries", "failure", "failures",
+    "failed", "fails", "error", "errors", "unknown", "mode", "type", "format", "hint", "input",
+    "dialog", "entry", "form", "reuse", "reused", "history", "age", "lifetime", "limit", "limits",
+    "exceeded", "locked", "lockout", "disabled", "enabled", "accepted", "match", "matches",
+    "matched", "contains", "containing", "cracked", "leaked", "compromised", "contain",
+)  # fmt: skip
+_PROSE_STOP_WORDS = frozenset(_PROSE_STOP_LIST)
+# "Authorization: Bearer ..." names its scheme next; the scheme is not the credential.
+_SCHEME_WORDS = frozenset({"bearer", "basic", "token", "digest", "negotiate", "ntlm"})
+_PROSE_KEY = re.compile(
+    r"(?<![\w.-])(?:[\w.-]*[_.-])?(?P<word>"
+    + "|".join(
+        re.escape(word).replace(r"\ ", "[ _-]?").replace(r"\-", "[ _-]?")
+        for word in sorted(_PROSE_KEYWORDS, key=len, reverse=True)
+    )
+    + r")s?(?![\w-])(?P<quote>[\"']?)",
+    re.IGNORECASE,
+)
+_PROSE_FOR = re.compile(r"\s+(?:for|of)\s+(?:user\s+|account\s+)?[^\s:=]+", re.IGNORECASE)
+_PROSE_FIELD = re.compile(r"\s*[:=]\s*")
+_PROSE_COPULA = re.compile(r"\s+(?:is|was|equals)(?:\s+set\s+to)?\s+|\s+set\s+to\s+", re.IGNORECASE)
+_PROSE_GAP = re.compile(r"\s+")
+# A quoted string (an unclosed quote runs to the end, as in _VALUE), or the next word whole:
+# a password may hold any symbol ("Tr0ub4dor&3"). "…" is the cap's own mark, never a value.
+_PROSE_VALUE = re.compile(r"""\"[^\"]*\"?|'[^']*'?|[^\s…]+""")
+_PROSE_TRAILING = ".,;:!?)]}\"'"  # ends the sentence or the enclosing brackets
+_MARKERS = (REDACTED, PATH_MARKER, EMAIL_MARKER)
+_MIN_LETTER_RUN = 20  # letters-only words this long are keys, not English
 
 # ASCII URL characters minus quotes and parentheses, which usually enclose the URL.
 _URL = re.compile(
@@ -133,7 +224,10 @@ def _scrub(text: str) -> str:
     text = _QUOTED_PAIR.sub(_redact_pair, text)
     text = _BARE_PAIR.sub(_redact_pair, text)
     text = _ENV_ASSIGNMENT.sub(_redact_pair, text)
-    text = _AUTH_CREDENTIAL.sub(_redact_credential, text)
+    # Prose before schemes: a scheme pair "Basic Basic" kept whole must not hide what
+    # follows once prose has removed the word before it.
+    text = _redact_prose(text)
+    text = _redact_credentials(text)
     # A URL is rewritten whole; the plain-text rules must not see its host:port or path.
     pieces: list[str] = []
     position = 0
@@ -210,11 +304,126 @@ def _redact_pair(match: re.Match[str]) -> str:
     return match.group("key") + quote + REDACTED + quote
 
 
-def _redact_credential(match: re.Match[str]) -> str:
-    credential = match.group("credential")
-    if credential.isalpha() and (credential.islower() or credential.istitle()):
-        return match.group()  # prose: "bearer token", "Basic Auth"
-    return match.group("scheme") + " " + REDACTED
+def _redact_credentials(text: str) -> str:
+    pieces: list[str] = []
+    done = search_from = 0
+    while (match := _AUTH_CREDENTIAL.search(text, search_from)) is not None:
+        credential = match.group("credential")
+        if credential.isalpha() and (credential.islower() or credential.istitle()):
+            # Prose: "bearer token", "Basic Auth". The word may itself be a scheme with a
+            # credential after it ("Basic Basic dXNl"), so the search goes on from it.
+            search_from = match.start("credential")
+            continue
+        pieces.append(text[done : match.start()])
+        pieces.append(match.group("scheme") + " " + REDACTED)
+        done = search_from = match.end()
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _redact_prose(text: str) -> str:
+    """Redact the word after each prose keyword that the rule in the module docstring names."""
+    pieces: list[str] = []
+    done = 0  # text[:done] is in pieces
+    search_from = 0
+    # Each turn moves past a keyword; each match reads only the few words after it.
+    while (key := _PROSE_KEY.search(text, search_from)) is not None:
+        search_from = key.end()
+        found = _prose_value(text, key)
+        if found is None:
+            continue
+        value, always = found
+        raw = value.group()
+        quote = raw[0] if raw[0] in "\"'" else ""
+        content = raw[1:].rstrip(quote) if quote else raw
+        marker = next((marker for marker in _MARKERS if content.startswith(marker)), "")
+        if marker:
+            # Already redacted. What is glued after the marker ("[REDACTED],api key x") is
+            # read on, as it is once a later pass has removed this keyword.
+            search_from = value.start() + len(quote) + len(marker)
+            continue
+        # A later pass may turn part of a word into a marker ("@./" -> "@<path>"); judged
+        # without its markers (and before the "]" of one is taken for punctuation), the word
+        # reads the same the next time.
+        bare = _without_markers(content)
+        if not quote:
+            bare = bare.rstrip(_PROSE_TRAILING)
+        if not _is_prose_value(bare, quoted=bool(quote)):
+            continue  # another keyword or a scheme word may follow: search from the key
+        strong = key.group("word").lower() in _PASSWORD_WORDS
+        if not (always or quote or _is_secret_shaped(bare) or (strong and not _is_stop(bare))):
+            continue
+        pieces.append(text[done : value.start()])
+        pieces.append(quote + REDACTED + quote if quote else REDACTED + _trailing(raw))
+        done = search_from = value.end()
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _prose_value(text: str, key: re.Match[str]) -> tuple[re.Match[str], bool] | None:
+    """The value word after ``key``, and whether its filler makes it a value whatever it is."""
+    position = key.end()
+    if key.group("quote"):
+        # A quoted key is JSON or a quoted name: "pin": 4921 goes, 'get_token': disk stays.
+        field = _PROSE_FIELD.match(text, position)
+        if field is None:
+            return None
+        value = _PROSE_VALUE.match(text, field.end())
+        return None if value is None else (value, False)
+    clause = _PROSE_FOR.match(text, position)
+    if clause is not None:
+        position = clause.end()  # "password for user bob is x": the name stays
+    field = _PROSE_FIELD.match(text, position)
+    if field is not None:
+        value = _PROSE_VALUE.match(text, field.end())
+        return None if value is None else (value, True)
+    filler = _PROSE_COPULA.match(text, position)
+    if filler is None:
+        if clause is not None:
+            return None  # "password for user bob rejected": no value named
+        filler = _PROSE_GAP.match(text, position)
+        if filler is None:
+            return None
+    value = _PROSE_VALUE.match(text, filler.end())
+    return None if value is None else (value, False)
+
+
+def _is_prose_value(word: str, *, quoted: bool) -> bool:
+    if not word or word[0] in "([{<" or not any(char.isalnum() for char in word):
+        return False  # "(expired)", "-", "<path>": prose or a marker, not a secret
+    if quoted:
+        return True  # a literal, even 'api key': the cap may cut it to 'api…' next time
+    return word.lower() not in _SCHEME_WORDS and _PROSE_KEY.fullmatch(word) is None
+
+
+def _is_secret_shaped(word: str) -> bool:
+    """A digit, a symbol, odd mixed case or a long letter run: no English word looks so."""
+    if not word.isalpha() or len(word) >= _MIN_LETTER_RUN:
+        return True
+    if word.islower() or word.isupper() or word.istitle():
+        return False
+    # CamelCase names ("TokenExpiredError") start upper and put a lower after each upper.
+    camel = word[0].isupper() and not any(
+        char.isupper() and not following.islower() for char, following in pairwise(word)
+    )
+    return not camel or word[-1].isupper()
+
+
+def _trailing(word: str) -> str:
+    """The punctuation that ends ``word``, never part of a marker inside it."""
+    ends = [word.rfind(marker) + len(marker) for marker in _MARKERS if marker in word]
+    body = word[max(ends, default=0) :]
+    return body[len(body.rstrip(_PROSE_TRAILING)) :]
+
+
+def _without_markers(word: str) -> str:
+    for marker in _MARKERS:
+        word = word.replace(marker, "")
+    return word
+
+
+def _is_stop(word: str) -> bool:
+    return word.lower() in _PROSE_STOP_WORDS
 
 
 def _redact_opaque(match: re.Match[str]) -> str:
