@@ -36,8 +36,9 @@ CONFIGURATION_DOC = ROOT / "docs" / "configuration.md"
 RELEASE, NAMESPACE = "example", "default"
 NOTES = "templates/NOTES.txt"
 # The keys the chart writes itself (from `ports`, `listenAddress`, `advisoryTls`,
-# `persistence`, `redis`): the schema leaves them out of `config`, so setting them there
-# fails `helm install`.
+# `receiversTls`, `persistence`, `redis`): the schema leaves them out of `config`, so
+# setting them there fails `helm install`. (auth.tokens_file is the chart's only with
+# secrets.tokensFile, so it stays in the schema: a file of your own, by extraVolumes.)
 CHART_OWNED: tuple[Leaf, ...] = (
     ("receivers", "grpc", "enabled"),
     ("receivers", "grpc", "endpoint"),
@@ -48,6 +49,7 @@ CHART_OWNED: tuple[Leaf, ...] = (
     ("advisories", "enabled"),
     ("advisories", "endpoint"),
     ("advisories", "tls"),
+    ("receivers", "tls"),
     ("forward", "queue", "storage"),  # from `persistence`: the disk queue needs a volume
     ("forward", "queue", "directory"),
     # From `redis`: the backend, where Redis is and who logs in (the password is a secret).

@@ -58,7 +58,10 @@ MCP_BREAKER = Path(sys.executable).parent / "mcp-breaker"
 # Every template on at once, so each is linted, rendered and validated at least once.
 EVERYTHING: dict[str, Any] = {
     "replicaCount": 3,
-    "config": {"forward": {"endpoint": "collector.observability.svc:4317"}},
+    "config": {
+        "forward": {"endpoint": "collector.observability.svc:4317"},
+        "receivers": {"auth": "certificate", "span_tenant": "match"},
+    },
     "extraArgs": ["--log-level", "debug"],
     "image": {"digest": "sha256:" + "ab" * 32},
     "imagePullSecrets": [{"name": "registry"}],
@@ -72,6 +75,12 @@ EVERYTHING: dict[str, Any] = {
         "secretName": "advisory-tls",
         "mutual": True,
         "clientCaSecretName": "harness-ca",
+    },
+    "receiversTls": {
+        "enabled": True,
+        "secretName": "otlp-tls",
+        "mutual": True,
+        "clientCaSecretName": "sender-ca",
     },
     "ports": {"otlp-http": {"nodePort": 30318}, "otlp": {"nodePort": 30317}},
     "service": {"type": "NodePort", "externalTrafficPolicy": "Local"},
@@ -274,6 +283,13 @@ BAD_VALUES = {
         {"redis": {"enabled": True, "url": "redis://:pw@redis:6379/0"}},
         "url",
     ),
+    "the receivers' TLS files in config": (
+        {"config": {"receivers": {"tls": {"cert_file": "/certs/tls.crt"}}}},
+        "tls",
+    ),
+    "a misspelt receiversTls key": ({"receiversTls": {"enable": True}}, "enable"),
+    "an unknown receivers.auth": ({"config": {"receivers": {"auth": "password"}}}, "auth"),
+    "tokensFile not a switch": ({"secrets": {"tokensFile": "tokens"}}, "tokensFile"),
 }
 
 
@@ -357,12 +373,125 @@ def test_secrets_reach_the_pod_by_environment_never_by_the_config_map(tmp_path: 
     assert config.forward.headers == {"x-api-key": "key=with=equals"}
     assert config.state.redis.password == "redis-pw"
     assert config.advisories.tls.client_ca_file == "/etc/mcp-breaker/client-ca/ca.crt"
+    assert config.receivers.tls.client_ca_file == "/etc/mcp-breaker/receivers-client-ca/ca.crt"
     # A change of a secret rolls the pods, as a change of the config does.
     annotations = one(rendered, "Deployment")["spec"]["template"]["metadata"]["annotations"]
     changed = render(with_values(EVERYTHING, **{"secrets.advisoryAdminTokens": ["admin-2"]}))
     after = one(changed, "Deployment")["spec"]["template"]["metadata"]["annotations"]
     assert after["checksum/secret"] != annotations["checksum/secret"]
     assert after["checksum/config"] == annotations["checksum/config"]
+
+
+# -- authenticated intake: receiversTls, receivers.auth, the tokens file ---------------------
+def volumes_and_mounts(rendered: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    pod = one(rendered, "Deployment")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    return volumes, mounts
+
+
+def test_receivers_tls_mounts_its_secret_and_points_the_config_at_it(tmp_path: Path) -> None:
+    """receiversTls mounts the kubernetes.io/tls Secret read-only and writes receivers.tls
+    with the files where the mount puts them; with mutual, the client CA too, from
+    clientCaSecretName or else the same Secret. Off, nothing of it."""
+    values = {"receiversTls": {"enabled": True, "secretName": "otlp-tls"}}
+    rendered = render(values)
+    volumes, mounts = volumes_and_mounts(rendered)
+    assert volumes["receivers-tls"]["secret"] == {
+        "secretName": "otlp-tls",
+        "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}],
+    }
+    assert "receivers-client-ca" not in volumes and "advisory-tls" not in volumes
+    mount = mounts["receivers-tls"]
+    assert mount["readOnly"] is True and "subPath" not in mount
+    tls = yaml.safe_load(config_file(rendered))["receivers"]["tls"]
+    assert tls == {
+        "cert_file": f"{mount['mountPath']}/tls.crt",
+        "key_file": f"{mount['mountPath']}/tls.key",
+    }
+    assert check_config(config_file(rendered), tmp_path).endswith(": valid\n")
+
+    for ca_secret, expected in (("", "otlp-tls"), ("sender-ca", "sender-ca")):
+        mutual = with_values(values, **{"receiversTls.mutual": True})
+        if ca_secret:
+            mutual["receiversTls"]["clientCaSecretName"] = ca_secret
+        mutual["config"] = {"receivers": {"auth": "certificate"}}
+        rendered = render(mutual)
+        volumes, mounts = volumes_and_mounts(rendered)
+        assert volumes["receivers-client-ca"]["secret"] == {
+            "secretName": expected,
+            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+        }
+        ca_mount = mounts["receivers-client-ca"]
+        assert ca_mount["readOnly"] is True
+        receivers = yaml.safe_load(config_file(rendered))["receivers"]
+        assert receivers["tls"]["client_ca_file"] == f"{ca_mount['mountPath']}/ca.crt"
+        assert receivers["auth"] == "certificate"  # the user's key, left alone
+        assert check_config(config_file(rendered), tmp_path).endswith(": valid\n")
+
+    plain = render({})
+    assert "tls" not in yaml.safe_load(config_file(plain))["receivers"]
+    assert not {"receivers-tls", "receivers-client-ca"} & set(volumes_and_mounts(plain)[0])
+
+
+def test_a_tokens_file_is_mounted_where_the_config_says_and_rotates_without_a_roll(
+    tmp_path: Path,
+) -> None:
+    """secrets.tokensFile: the chart's Secret holds the tokens as token=tenant lines under
+    tokens-file, mounted (a directory, never a subPath, which the kubelet would not update)
+    at auth.tokens_file; not in the environment, nor in the ConfigMap. A change of the
+    tokens changes the Secret but neither checksum: the pods are not rolled, the service
+    reads the file again."""
+    values = {
+        "config": {"receivers": {"auth": "token"}},
+        "secrets": {"tokensFile": True, "advisoryTokens": {"tok-a": "team-a", "tok-b": "team-b"}},
+    }
+    rendered = render(values)
+    text = config_file(rendered)
+    assert "tok-a" not in text and "team-a" not in text
+    data = one(rendered, "Secret")["data"]
+    assert sorted(data) == ["tokens-file"]
+    file_text = base64.b64decode(data["tokens-file"]).decode()
+    assert file_text == "tok-a=team-a\ntok-b=team-b\n"
+    assert "env" not in container(rendered)  # no MCP_BREAKER_ADVISORIES_TOKENS
+    volumes, mounts = volumes_and_mounts(rendered)
+    (item,) = volumes["tokens"]["secret"]["items"]
+    assert volumes["tokens"]["secret"]["secretName"] == "example-mcp-breaker"
+    assert item["key"] == "tokens-file"
+    assert mounts["tokens"]["readOnly"] is True and "subPath" not in mounts["tokens"]
+    config = yaml.safe_load(text)
+    assert config["auth"] == {"tokens_file": f"{mounts['tokens']['mountPath']}/{item['path']}"}
+    assert check_config(text, tmp_path).endswith(": valid\n")
+
+    # The service reads the file the Secret becomes as the tokens were meant.
+    from processor.tokens import TokenMap, parse_tokens
+
+    assert parse_tokens(file_text, "tokens-file") == {"tok-a": "team-a", "tok-b": "team-b"}
+    tokens_file = tmp_path / "tokens"
+    tokens_file.write_text(file_text, encoding="utf-8")
+    assert TokenMap({}, str(tokens_file)).tenant("tok-b") == "team-b"
+
+    annotations = one(rendered, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    rotated = render(with_values(values, **{"secrets.advisoryTokens": {"tok-c": "team-a"}}))
+    assert one(rotated, "Secret")["data"] != data
+    after = one(rotated, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert after == annotations
+
+
+def test_an_existing_secret_gives_its_tokens_file_and_every_other_key_optional() -> None:
+    """With existingSecret, the tokens file is that Secret's tokens-file: not optional (the
+    service cannot start without the file it is told of), while the environment's keys
+    stay optional."""
+    rendered = render(example_values("with-tls"))
+    volumes, mounts = volumes_and_mounts(rendered)
+    assert volumes["tokens"]["secret"]["secretName"] == "mcp-breaker-secrets"
+    assert "optional" not in volumes["tokens"]["secret"]
+    assert volumes["receivers-tls"]["secret"]["secretName"] == "mcp-breaker-otlp-tls"
+    config = yaml.safe_load(config_file(rendered))
+    assert config["receivers"]["auth"] == "token"
+    assert config["auth"]["tokens_file"].startswith(mounts["tokens"]["mountPath"] + "/")
+    refs = {e["name"] for e in container(rendered)["env"]}
+    assert "MCP_BREAKER_ADVISORIES_TOKENS" in refs  # advisory-tokens counts too
 
 
 def test_an_existing_secret_is_referenced_with_every_key_optional() -> None:
@@ -456,6 +585,62 @@ REFUSED = {
         "put the tokens and headers in that Secret",
     ),
     "TLS without its secret": ({"advisoryTls": {"enabled": True}}, "needs advisoryTls.secretName"),
+    "receiver TLS without its secret": (
+        {"receiversTls": {"enabled": True}},
+        "receiversTls.enabled needs receiversTls.secretName",
+    ),
+    "mutual receiver TLS without TLS": (
+        {"receiversTls": {"secretName": "otlp-tls", "mutual": True}},
+        "receiversTls.mutual needs receiversTls.enabled",
+    ),
+    "a client CA for receivers without mutual TLS": (
+        {"receiversTls": {"enabled": True, "secretName": "t", "clientCaSecretName": "ca"}},
+        "set receiversTls.mutual too",
+    ),
+    "the receivers' TLS files in config": (
+        {"config": {"receivers": {"tls": {"cert_file": "/certs/tls.crt"}}}},
+        "config.receivers.tls is set by the chart: use receiversTls instead",
+    ),
+    "certificate authentication without mutual TLS": (
+        {
+            "config": {"receivers": {"auth": "certificate"}},
+            "receiversTls": {"enabled": True, "secretName": "t"},
+        },
+        "config.receivers.auth: certificate needs mutual TLS on the receivers",
+    ),
+    "token authentication without a token": (
+        {"config": {"receivers": {"auth": "token"}}},
+        "config.receivers.auth: token needs tokens",
+    ),
+    "a tokens file with no tokens": (
+        {"secrets": {"tokensFile": True}},
+        "secrets.tokensFile needs the tokens",
+    ),
+    "a tokens file twice": (
+        {
+            "secrets": {"tokensFile": True, "existingSecret": "s"},
+            "config": {"auth": {"tokens_file": "/mine/tokens"}},
+        },
+        "config.auth.tokens_file is set by the chart with secrets.tokensFile",
+    ),
+    "a token the file form cannot carry": (
+        {"secrets": {"tokensFile": True, "advisoryTokens": {"#abc": "team"}}},
+        "the file holds token=tenant lines",
+    ),
+    "a gRPC probe on the TLS port": (
+        {
+            "receiversTls": {"enabled": True, "secretName": "t"},
+            "startupProbe": {"grpc": {"port": 4317}},
+        },
+        "startupProbe: the kubelet's gRPC probe speaks no TLS",
+    ),
+    "probes on a disabled metrics port, with receiver TLS": (
+        {
+            "receiversTls": {"enabled": True, "secretName": "t"},
+            "ports": {"metrics": {"enabled": False}},
+        },
+        "tcpSocket: {port: otlp}",
+    ),
     "no intake port": (
         {"ports": {"otlp": {"enabled": False}, "otlp-http": {"enabled": False}}},
         "at least one of otlp and otlp-http",
@@ -558,7 +743,8 @@ def test_the_chart_refuses_what_pods_could_not_serve(
     with pytest.raises(HelmError) as refused:
         schemaless_chart.render(values, name=RELEASE, namespace=NAMESPACE)
     assert message in str(refused.value)
-    assert "abc==" not in str(refused.value) and "Bearer x" not in str(refused.value)
+    for secret in ("abc==", "Bearer x", "#abc"):
+        assert secret not in str(refused.value)
     with pytest.raises(HelmError):
         render(values)
 
@@ -712,6 +898,24 @@ NOTES_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://example-mcp-breaker.default.svc:4317",
             "No next hop is set",
             "No advisory tokens are set",
+            "Anyone who reaches these ports may send spans",
+        ],
+    ),
+    "token authentication from the chart's Secret": (
+        {"config": {"receivers": {"auth": "token"}}, "secrets": {"advisoryTokens": {"t": "a"}}},
+        [
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://example-mcp-breaker.default.svc:4317",
+            'OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer <token>"',
+            "the Secret\nexample-mcp-breaker (key advisory-tokens)",
+        ],
+    ),
+    "certificate authentication": (
+        EVERYTHING,
+        [
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=https://example-mcp-breaker.default.svc:4317",
+            "Over mutual TLS (receiversTls)",
+            "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE=client.crt",
+            "its common\nname is the tenant",
         ],
     ),
     "with-redis-and-3-replicas": (
@@ -738,6 +942,11 @@ NOTES_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
             "over mutual TLS",
             "bearer token from the Secret mcp-breaker-secrets",
             "--tls-ca ca.crt",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=https://example-mcp-breaker.default.svc:4318/v1/traces",
+            "OTEL_EXPORTER_OTLP_CERTIFICATE=ca.crt",
+            'OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer <token>"',
+            "(keys advisory-tokens and tokens-file)",
+            "without a restart",
         ],
     ),
 }

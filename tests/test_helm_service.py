@@ -4,9 +4,10 @@ The chart is rendered with its minimal example (ports moved to free ones on loop
 next hop pointed at a real gRPC OTLP server here, tokens in a chart-made Secret). The
 process is the image's entrypoint (the Dockerfile's ENTRYPOINT) with the container's
 args, the ConfigMap's file where the volume would mount it, and the container's env with
-each secretKeyRef read from the rendered Secret. Then it is probed as the kubelet would,
-fed spans by the OpenTelemetry SDK's OTLP exporters, asked by a harness with the Secret's
-token, and stopped with SIGTERM.
+each secretKeyRef read from the rendered Secret, and each Secret volume written where it
+would be mounted, laid out as the kubelet lays it out. Then it is probed as the kubelet
+would, fed spans by the OpenTelemetry SDK's OTLP exporters, asked by a harness with the
+Secret's token, and stopped with SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import base64
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -34,6 +37,10 @@ from tests.redis_server import RedisServer
 from tests.replicas import SERVER, TOOL, tool_calls
 from tests.sdk import export_grpc, export_http, record_spans
 from tests.support import LOOPBACK, CaptureCollector, free_port, wait_until
+from tests.test_advisories_service import (
+    Pki,
+    pki,  # noqa: F401 (a fixture)
+)
 from tests.test_dockerfile import stages
 
 TOKEN, TENANT = "harness-token-1", "team-a"
@@ -59,7 +66,9 @@ class Pod:
         (self.container,) = spec["containers"]
         self.grace_s = float(spec["terminationGracePeriodSeconds"])
         self.ports = {p["name"]: p["containerPort"] for p in self.container["ports"]}
-        # The ConfigMap volume, where the container mounts it; the queue's, at ``volume``.
+        self.secrets = self._secrets(rendered, cluster_secrets or {})
+        # The ConfigMap volume, where the container mounts it; the queue's, at ``volume``;
+        # each Secret volume, in a directory of its own under ``workdir``.
         (mount,) = [m for m in self.container["volumeMounts"] if m["name"] == "config"]
         config_dir = workdir / "config"
         config_dir.mkdir(parents=True, exist_ok=True)
@@ -67,33 +76,68 @@ class Pod:
         for data in (m for m in self.container["volumeMounts"] if m["name"] == "queue"):
             assert volume is not None, "this pod mounts a volume: give it one"
             text = text.replace(data["mountPath"], str(volume))
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        # volume name -> (its directory, the Secret it shows: name and items)
+        self.secret_volumes: dict[str, tuple[Path, dict[str, Any]]] = {}
+        for secret_mount in self.container["volumeMounts"]:
+            # (A StatefulSet's queue is a claim template's, not in the pod's volumes.)
+            source = volumes.get(secret_mount["name"], {}).get("secret")
+            if source is None:
+                continue
+            assert secret_mount.get("readOnly") and "subPath" not in secret_mount
+            directory = workdir / "volumes" / secret_mount["name"]
+            self.secret_volumes[secret_mount["name"]] = (directory, source)
+            project(directory, self._items(source))
+            text = text.replace(f"{secret_mount['mountPath']}/", f"{directory}/")
         (config_dir / "config.yaml").write_text(text, encoding="utf-8")
         args = [a.replace(mount["mountPath"], str(config_dir)) for a in self.container["args"]]
         _, final = stages()
         entrypoint = json.loads(final.all("ENTRYPOINT")[-1])
         self.command = [*entrypoint, *args]
-        self.env = self._environment(rendered, cluster_secrets or {})
+        self.env = self._environment()
         self.log_path = workdir / "pod.log"
         self.process: subprocess.Popen[bytes] | None = None
 
-    def _environment(
-        self, rendered: dict[str, str], cluster_secrets: dict[str, dict[str, str]]
-    ) -> dict[str, str]:
-        """The container's env: each secretKeyRef read from the Secret it names, the
-        chart's (decoded from the render) or one the cluster already holds."""
-        by_name = dict(cluster_secrets)
+    @staticmethod
+    def _secrets(
+        rendered: dict[str, str], cluster_secrets: dict[str, dict[str, str]]
+    ) -> dict[str, dict[str, str]]:
+        """Secret name -> key -> value: the chart's (decoded from the render) and those the
+        cluster already holds."""
+        by_name = {name: dict(data) for name, data in cluster_secrets.items()}
         for _, doc in manifests(rendered):
             if doc["kind"] == "Secret":
                 data = doc["data"].items()
                 by_name[doc["metadata"]["name"]] = {
                     k: base64.b64decode(v).decode() for k, v in data
                 }
+        return by_name
+
+    def _items(self, source: dict[str, Any]) -> dict[str, str]:
+        """A Secret volume's files: path -> content. A key the Secret lacks fails, as the
+        kubelet fails to mount it (the chart marks no Secret volume optional)."""
+        data = self.secrets[source["secretName"]]
+        assert not source.get("optional")
+        return {item["path"]: data[item["key"]] for item in source["items"]}
+
+    def update_secret(self, name: str, data: dict[str, str]) -> None:
+        """The Secret changes in the cluster: the kubelet rewrites every volume showing it,
+        in place (the environment keeps what the container started with)."""
+        self.secrets[name] = dict(data)
+        for directory, source in self.secret_volumes.values():
+            if source["secretName"] == name:
+                project(directory, self._items(source))
+
+    def _environment(self) -> dict[str, str]:
+        """The container's env: each secretKeyRef read from the Secret it names."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BREAKER_")}
         # The image puts the environment's bin/ first on PATH; here that is this venv's.
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         for item in self.container.get("env", []):
             ref = item.get("valueFrom", {}).get("secretKeyRef")
-            env[item["name"]] = by_name[ref["name"]][ref["key"]] if ref else item["value"]
+            if ref and ref.get("optional") and ref["key"] not in self.secrets.get(ref["name"], {}):
+                continue  # the kubelet leaves an optional variable out
+            env[item["name"]] = self.secrets[ref["name"]][ref["key"]] if ref else item["value"]
         return env
 
     def start(self) -> Pod:
@@ -128,6 +172,26 @@ class Pod:
             self.process.kill()
             self.process.wait(30)
             raise AssertionError(f"not stopped within {self.grace_s} s\n{self.log()}") from None
+
+
+def project(directory: Path, files: dict[str, str]) -> None:
+    """Write a Secret volume as the kubelet does (its atomic writer): the files in a fresh
+    hidden directory, ``..data`` a link to it replaced in one rename, and each file a link
+    through ``..data``. An update so replaces every file at once, under the same path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    data = directory / "..data"
+    before = os.readlink(data) if data.is_symlink() else None
+    fresh = Path(tempfile.mkdtemp(prefix="..", dir=directory))
+    for name, text in files.items():
+        (fresh / name).write_text(text, encoding="utf-8")
+    swap = directory / "..data_tmp"
+    swap.symlink_to(fresh.name)
+    os.replace(swap, data)
+    for name in files:
+        if not (directory / name).is_symlink():
+            (directory / name).symlink_to(Path("..data") / name)
+    if before is not None:
+        shutil.rmtree(directory / before)
 
 
 @pytest.fixture
@@ -302,3 +366,101 @@ def test_the_stateful_pod_keeps_its_queue_across_a_kill(tmp_path: Path) -> None:
     assert "disk queue: 60 spans in 1 request were left undelivered by the last run" in (
         second.log()
     )
+
+
+def export_as_the_notes_say(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], spans: list[Any], *, http: bool
+) -> str:
+    """The OpenTelemetry SDK's exporter configured by nothing but the environment variables
+    NOTES.txt gives: SUCCESS or FAILURE."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
+
+    with monkeypatch.context() as patched:
+        # requests lets REQUESTS_CA_BUNDLE (set on some CI hosts) beat the exporter's own CA.
+        unrelated = ("OTEL_", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+        for name in [k for k in os.environ if k.startswith(unrelated)]:
+            patched.delenv(name)
+        for name, value in env.items():
+            patched.setenv(name, value)
+        exporter = Http() if http else Grpc()
+        try:
+            return exporter.export(spans).name
+        finally:
+            exporter.shutdown()
+
+
+def test_the_tls_example_takes_spans_only_with_a_token_and_rotates_tokens_in_place(
+    pki: Pki,  # noqa: F811
+    next_hop: CaptureCollector,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The with-tls example: the OTLP receivers over TLS with token authentication, the
+    token map a file mounted from the user's Secret. Senders set up as NOTES.txt says get
+    in with a token and not without; a token replaced in the Secret is refused, and its
+    successor taken, by the same process: no restart."""
+    values: dict[str, Any] = example_values("with-tls")
+    values["config"]["forward"]["endpoint"] = next_hop.endpoint
+    values["config"]["auth"] = {"tokens_reload_s": 0.2}  # the default 5 s, made short
+    values["listenAddress"] = LOOPBACK
+    values["ports"] = {name: {"containerPort": free_port()} for name in PORT_NAMES}
+    rendered = render(values)
+    notes = rendered["templates/NOTES.txt"]
+    certificate = pki.server_cert.read_text()
+    key = pki.server_key.read_text()
+    ca = pki.ca.decode()
+    tokens = {"tokens-file": f"# the harnesses\n{TOKEN}={TENANT}\n", "advisory-admin-tokens": "adm"}
+    cluster = {
+        values["secrets"]["existingSecret"]: tokens,
+        values["receiversTls"]["secretName"]: {"tls.crt": certificate, "tls.key": key},
+        values["advisoryTls"]["secretName"]: {"tls.crt": certificate, "tls.key": key, "ca.crt": ca},
+    }
+    running = Pod(rendered, tmp_path, cluster_secrets=cluster).start()
+    try:
+        wait_until(
+            lambda: running.probe("readinessProbe") == 200, START_S, f"/readyz\n{running.log()}"
+        )
+        assert running.process is not None
+        pid = running.process.pid
+        grpc_url = f"https://{LOOPBACK}:{running.ports['otlp']}"
+        http_url = f"https://{LOOPBACK}:{running.ports['otlp-http']}/v1/traces"
+        assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=https://" in notes
+        assert 'OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer <token>"' in notes
+        base = {"OTEL_EXPORTER_OTLP_CERTIFICATE": str(pki.ca_file)}
+
+        def sender(url: str, token: str | None) -> dict[str, str]:
+            env = {**base, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": url}
+            if token is not None:
+                env["OTEL_EXPORTER_OTLP_HEADERS"] = f"authorization=Bearer {token}"
+            return env
+
+        spans = record_spans(12, mcp_every=4)
+
+        def sends(url: str, token: str | None, *, http: bool = False) -> bool:
+            result = export_as_the_notes_say(monkeypatch, sender(url, token), spans, http=http)
+            return result == "SUCCESS"
+
+        for url, http in ((grpc_url, False), (http_url, True)):
+            assert sends(url, TOKEN, http=http), running.log()
+            assert not sends(url, None, http=http)
+            assert not sends(url, "not-a-token", http=http)
+        wait_until(lambda: next_hop.span_count() == 2 * len(spans), START_S, running.log())
+
+        # The Secret changes; the kubelet rewrites the mounted file; the service reads it.
+        rotated = "harness-token-2"
+        running.update_secret(
+            values["secrets"]["existingSecret"], {**tokens, "tokens-file": f"{rotated}={TENANT}\n"}
+        )
+        wait_until(
+            lambda: not sends(grpc_url, TOKEN), START_S, f"the old token refused\n{running.log()}"
+        )
+        assert sends(grpc_url, rotated) and sends(http_url, rotated, http=True)
+        assert running.process.pid == pid and running.process.poll() is None
+        assert "auth.tokens_file read again: 1 tokens" in running.log()
+        assert running.stop() == 0, running.log()
+        assert TOKEN not in running.log() and rotated not in running.log()
+    finally:
+        if running.process is not None and running.process.poll() is None:
+            running.process.kill()
+            running.process.wait(30)

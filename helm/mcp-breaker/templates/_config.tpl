@@ -2,10 +2,14 @@
 The service's configuration file: the chart's defaults with `config` merged over them.
 
 The chart owns the keys that must agree with the pod: the listen addresses and on/off
-switches (from `ports` and `listenAddress`) and the TLS files (from `advisoryTls`, mounted
-where the defaults say). The secret keys come from the environment, never from this file.
+switches (from `ports` and `listenAddress`), the TLS files (from `advisoryTls` and
+`receiversTls`, mounted where the defaults say) and, with `secrets.tokensFile`, the tokens
+file. The secret keys come from the environment or a mounted Secret, never from this file.
 */}}
 {{- define "mcp-breaker.mountPath" -}}/etc/mcp-breaker{{- end }}
+{{- /* Where secrets.tokensFile mounts the Secret's key tokens-file: a directory, never a
+subPath, so the kubelet's in-place updates reach the file. */ -}}
+{{- define "mcp-breaker.tokensFile" -}}{{ include "mcp-breaker.mountPath" . }}/tokens/tokens{{- end }}
 {{- /* Where the persistence volume is mounted; the disk queue is a directory in it. */ -}}
 {{- define "mcp-breaker.dataPath" -}}/var/lib/mcp-breaker{{- end }}
 
@@ -24,10 +28,19 @@ where the defaults say). The secret keys come from the environment, never from t
 {{- end }}
 {{- $_ := set $advisories "tls" $tls -}}
 {{- end }}
+{{- $receivers := dict
+  "grpc" (dict "enabled" $ports.otlp.enabled "endpoint" (printf "%s:%d" $host (int $ports.otlp.containerPort)))
+  "http" (dict "enabled" $http.enabled "endpoint" (printf "%s:%d" $host (int $http.containerPort))) -}}
+{{- if .Values.receiversTls.enabled }}
+{{- $dir := include "mcp-breaker.mountPath" . -}}
+{{- $tls := dict "cert_file" (printf "%s/receivers-tls/tls.crt" $dir) "key_file" (printf "%s/receivers-tls/tls.key" $dir) -}}
+{{- if .Values.receiversTls.mutual }}
+{{- $_ := set $tls "client_ca_file" (printf "%s/receivers-client-ca/ca.crt" $dir) -}}
+{{- end }}
+{{- $_ := set $receivers "tls" $tls -}}
+{{- end }}
 {{- $defaults := dict
-  "receivers" (dict
-    "grpc" (dict "enabled" $ports.otlp.enabled "endpoint" (printf "%s:%d" $host (int $ports.otlp.containerPort)))
-    "http" (dict "enabled" $http.enabled "endpoint" (printf "%s:%d" $host (int $http.containerPort))))
+  "receivers" $receivers
   "telemetry" (dict
     "enabled" $ports.metrics.enabled
     "metrics_endpoint" (printf "%s:%d" $host (int $ports.metrics.containerPort)))
@@ -38,6 +51,9 @@ where the defaults say). The secret keys come from the environment, never from t
 {{- $_ := set $redis "username" . -}}
 {{- end }}
 {{- $_ := set $defaults "state" (dict "backend" "redis" "redis" $redis) -}}
+{{- end }}
+{{- if .Values.secrets.tokensFile }}
+{{- $_ := set $defaults "auth" (dict "tokens_file" (include "mcp-breaker.tokensFile" .)) -}}
 {{- end }}
 {{- if .Values.persistence.enabled }}
 {{- $queue := dict "storage" "disk" "directory" (printf "%s/queue" (include "mcp-breaker.dataPath" .)) -}}
@@ -68,6 +84,7 @@ values.schema.json already rejects most of these; this says why, and holds with
   (list "advisories.endpoint" "ports.advisories.containerPort and listenAddress")
   (list "advisories.enabled" "ports.advisories.enabled")
   (list "advisories.tls" "advisoryTls")
+  (list "receivers.tls" "receiversTls")
   (list "forward.queue.storage" "persistence.enabled (the disk queue needs a volume)")
   (list "forward.queue.directory" "persistence (the chart mounts the volume and names the directory)")
   (list "advisories.tokens" "secrets.advisoryTokens or secrets.existingSecret: it is a secret")
@@ -99,6 +116,9 @@ values.schema.json already rejects most of these; this says why, and holds with
 {{- range $probe := list "livenessProbe" "readinessProbe" "startupProbe" }}
 {{- $spec := index $.Values $probe -}}
 {{- if and $spec.httpGet (eq (toString $spec.httpGet.port) "metrics") }}
+{{- if $.Values.receiversTls.enabled }}
+{{- fail (printf "ports.metrics.enabled is false, so /healthz and /readyz are not served: give %s another check, e.g. tcpSocket: {port: otlp} (the kubelet's gRPC probe speaks no TLS, and receiversTls is on)" $probe) }}
+{{- end }}
 {{- fail (printf "ports.metrics.enabled is false, so /healthz and /readyz are not served: give %s another check, e.g. grpc: {port: %d}" $probe (int $.Values.ports.otlp.containerPort)) }}
 {{- end }}
 {{- end }}
@@ -127,6 +147,45 @@ values.schema.json already rejects most of these; this says why, and holds with
 {{- end }}
 {{- if and .Values.advisoryTls.enabled (not .Values.advisoryTls.secretName) }}
 {{- fail "advisoryTls.enabled needs advisoryTls.secretName: a kubernetes.io/tls Secret with tls.crt and tls.key" }}
+{{- end }}
+{{- with .Values.receiversTls }}
+{{- if and .enabled (not .secretName) }}
+{{- fail "receiversTls.enabled needs receiversTls.secretName: a kubernetes.io/tls Secret with tls.crt and tls.key" }}
+{{- end }}
+{{- if and .mutual (not .enabled) }}
+{{- fail "receiversTls.mutual needs receiversTls.enabled (and secretName): mutual TLS is TLS first" }}
+{{- end }}
+{{- if and .clientCaSecretName (not .mutual) }}
+{{- fail "receiversTls.clientCaSecretName is the CA that verifies senders' certificates: set receiversTls.mutual too, or leave it empty" }}
+{{- end }}
+{{- end }}
+{{- if .Values.receiversTls.enabled }}
+{{- range $probe := list "livenessProbe" "readinessProbe" "startupProbe" }}
+{{- $spec := index $.Values $probe -}}
+{{- if and $spec.grpc (eq (int $spec.grpc.port) (int $.Values.ports.otlp.containerPort)) }}
+{{- fail (printf "%s: the kubelet's gRPC probe speaks no TLS, and receiversTls puts TLS on port %d: probe the metrics port (httpGet /healthz, /readyz) or use tcpSocket" $probe (int $.Values.ports.otlp.containerPort)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $auth := toString (dig "receivers" "auth" "none" .Values.config) -}}
+{{- if and (eq $auth "certificate") (not (and .Values.receiversTls.enabled .Values.receiversTls.mutual)) }}
+{{- fail "config.receivers.auth: certificate needs mutual TLS on the receivers: set receiversTls.enabled, receiversTls.secretName and receiversTls.mutual (the client certificate's common name is the tenant)" }}
+{{- end }}
+{{- if and (eq $auth "token") (not (or .Values.secrets.existingSecret .Values.secrets.advisoryTokens (dig "auth" "tokens_file" "" .Values.config))) }}
+{{- fail "config.receivers.auth: token needs tokens, or no sender gets in: set secrets.advisoryTokens, or secrets.existingSecret (its key advisory-tokens, or tokens-file with secrets.tokensFile)" }}
+{{- end }}
+{{- if .Values.secrets.tokensFile }}
+{{- if not (or .Values.secrets.existingSecret .Values.secrets.advisoryTokens) }}
+{{- fail "secrets.tokensFile needs the tokens: secrets.existingSecret (its key tokens-file, token=tenant a line) or secrets.advisoryTokens" }}
+{{- end }}
+{{- if dig "auth" "tokens_file" "" .Values.config }}
+{{- fail "config.auth.tokens_file is set by the chart with secrets.tokensFile: put the tokens in the Secret's key tokens-file, or turn secrets.tokensFile off to mount a file of your own (extraVolumes)" }}
+{{- end }}
+{{- range $token, $tenant := .Values.secrets.advisoryTokens }}
+{{- if or (contains "\n" $token) (contains "\n" (toString $tenant)) (hasPrefix "#" (trim $token)) }}
+{{- fail "secrets.advisoryTokens: with secrets.tokensFile a token or tenant cannot hold a line break, nor a token start with '#': the file holds token=tenant lines" }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- if and .Values.secrets.existingSecret (or .Values.secrets.advisoryTokens .Values.secrets.advisoryAdminTokens .Values.secrets.forwardHeaders) }}
 {{- fail "secrets.existingSecret is set: put the tokens and headers in that Secret, not in secrets.advisoryTokens, advisoryAdminTokens or forwardHeaders" }}

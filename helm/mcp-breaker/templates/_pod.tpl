@@ -7,7 +7,7 @@ The pod template of the workload: the container runs the image's entrypoint
 {{- if $secret }}
 {{- $external := not (empty .Values.secrets.existingSecret) -}}
 {{- $present := dict
-  "advisory-tokens" (not (empty .Values.secrets.advisoryTokens))
+  "advisory-tokens" (and (not (empty .Values.secrets.advisoryTokens)) (not .Values.secrets.tokensFile))
   "advisory-admin-tokens" (not (empty .Values.secrets.advisoryAdminTokens))
   "forward-headers" (not (empty .Values.secrets.forwardHeaders)) -}}
 {{- $envs := dict
@@ -45,7 +45,9 @@ metadata:
   annotations:
     checksum/config: {{ include "mcp-breaker.config" . | sha256sum }}
     {{- if and (include "mcp-breaker.secretName" .) (not .Values.secrets.existingSecret) }}
-    checksum/secret: {{ include "mcp-breaker.secretData" . | sha256sum }}
+    {{- /* Not of tokens-file: the kubelet updates that file in place, and the service
+    reads it again, so a token rotates without rolling the pods. */}}
+    checksum/secret: {{ include "mcp-breaker.secretEnvData" . | sha256sum }}
     {{- end }}
     {{- with .Values.podAnnotations }}
     {{- toYaml . | nindent 4 }}
@@ -143,6 +145,22 @@ spec:
           readOnly: true
         {{- end }}
         {{- end }}
+        {{- if .Values.receiversTls.enabled }}
+        - name: receivers-tls
+          mountPath: {{ $dir }}/receivers-tls
+          readOnly: true
+        {{- if .Values.receiversTls.mutual }}
+        - name: receivers-client-ca
+          mountPath: {{ $dir }}/receivers-client-ca
+          readOnly: true
+        {{- end }}
+        {{- end }}
+        {{- if .Values.secrets.tokensFile }}
+        # A directory, not a subPath: the kubelet's updates of the Secret reach the file.
+        - name: tokens
+          mountPath: {{ include "mcp-breaker.tokensFile" . | dir }}
+          readOnly: true
+        {{- end }}
         {{- with .Values.extraVolumeMounts }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -180,6 +198,32 @@ spec:
           - key: ca.crt
             path: ca.crt
     {{- end }}
+    {{- end }}
+    {{- if .Values.receiversTls.enabled }}
+    - name: receivers-tls
+      secret:
+        secretName: {{ .Values.receiversTls.secretName }}
+        items:
+          - key: tls.crt
+            path: tls.crt
+          - key: tls.key
+            path: tls.key
+    {{- if .Values.receiversTls.mutual }}
+    - name: receivers-client-ca
+      secret:
+        secretName: {{ default .Values.receiversTls.secretName .Values.receiversTls.clientCaSecretName }}
+        items:
+          - key: ca.crt
+            path: ca.crt
+    {{- end }}
+    {{- end }}
+    {{- if .Values.secrets.tokensFile }}
+    - name: tokens
+      secret:
+        secretName: {{ include "mcp-breaker.secretName" . }}
+        items:
+          - key: tokens-file
+            path: {{ include "mcp-breaker.tokensFile" . | base }}
     {{- end }}
     {{- with .Values.extraVolumes }}
     {{- toYaml . | nindent 4 }}
