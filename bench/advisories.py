@@ -521,6 +521,8 @@ def start_service(
         f"telemetry.metrics_endpoint={LOOPBACK}:{metrics}",
         f"advisories.endpoint={LOOPBACK}:{advisories}",
         f"advisories.subscriber_queue={args.subscriber_queue}",
+        # Every subscriber here is one host, which the per-caller cap would count as one.
+        "advisories.max_subscribers_per_caller=100000",
         *breaker,
         *args.serve_settings,
     ):

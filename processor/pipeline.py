@@ -79,6 +79,19 @@ class Pipeline:
         spans = self.classifier.spans
         restore((spans[span_id] for span_id in self.classifier.duplicates), self.annotations)
 
+    def store_sizes(self) -> dict[str, tuple[int, int]]:
+        """What each bounded store holds, and its cap, in entries: store -> (held, cap)."""
+        classify, breaker = self.classifier.config, self.breaker.config
+        return {
+            "pending_calls": (self.classifier.pending_calls, classify.max_pending_calls),
+            "seen_spans": (self.classifier.seen_spans, classify.max_seen_spans),
+            "annotated_spans": (len(self.annotations), classify.max_annotated_spans),
+            "circuits": (len(self.breaker.circuits), breaker.max_circuits),
+            "turns": (len(self.breaker.turns), breaker.max_turns),
+            "reorder_calls": (len(self.breaker.reorder), breaker.reorder_max_calls),
+            "roster_turns": (len(self.roster), self.roster.config.max_turns),
+        }
+
     def tick(self) -> None:
         """Decide the calls whose other half did not come in time; called periodically."""
         self._publish(self.classifier.expire(self._clock()), annotate_spans=False)

@@ -62,6 +62,7 @@ from processor.telemetry.advisories import AdvisoryCollector
 from processor.telemetry.findings import FindingMetrics
 from processor.telemetry.metrics import ConnectionCollector, QueueCollector, SelfMetrics
 from processor.telemetry.state import SharedStateCollector
+from processor.telemetry.stores import StoreCollector
 from processor.tls import grpc_server_credentials, ssl_server_context
 from processor.tokens import TokenMap
 
@@ -235,6 +236,7 @@ class Service:
                 self.advisories.operator = self.shared.operate
                 self.advisories.shared_state = self.shared.describe
             self.registry.register(SharedStateCollector(self.shared.stats))
+        self.registry.register(StoreCollector(self.pipeline.store_sizes, self._advisory_sizes))
         # Payload attributes go once the pipeline has read them (and even if it failed).
         analyse: SpanHook = self.pipeline
         if config.forward.strip_attributes:
@@ -262,6 +264,11 @@ class Service:
         self.registry.register(ConnectionCollector("http", self._http_connections))
         self._started = False  # serving now (readiness)
         self._opened = False  # start() completed: intake was open, spans may have come
+
+    def _advisory_sizes(self) -> dict[str, tuple[int, int]]:
+        if self.advisories is None:
+            return {}
+        return {"advisories": (len(self.advisories.hub), self.config.advisories.max_advisories)}
 
     async def start(self) -> None:
         config = self.config

@@ -359,6 +359,10 @@ def test_long_names_are_cut_before_they_are_kept_labelled_or_sent() -> None:
             client.close()
         cut = service.metric("mcp_breaker_classification_errors_total", kind="name_cut")
         assert cut == 6  # a tool name and a turn name for each call
+        for store in ("circuits", "turns", "seen_spans", "advisories"):
+            held = service.metric("mcp_breaker_store_entries", store=store)
+            cap = service.metric("mcp_breaker_store_capacity_entries", store=store)
+            assert 0 < held <= cap, store
 
 
 # --- the process: descriptors, memory, the log ------------------------------------------------

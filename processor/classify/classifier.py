@@ -155,6 +155,10 @@ class Classifier:
     def pending_calls(self) -> int:
         return len(self._held)
 
+    @property
+    def seen_spans(self) -> int:
+        return len(self._seen)
+
     def classify(
         self,
         request: ExportTraceServiceRequest,

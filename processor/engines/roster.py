@@ -138,9 +138,14 @@ class _Surface:
 class RosterHealth:
     def __init__(self, config: RosterConfig | None = None) -> None:
         config = config or RosterConfig()
+        self.config = config
         self._turns: IdleMap[str, _Surface] = IdleMap(config.max_turns, config.turn_idle_s)
         self._fraction = config.collapse_fraction
         self._offered: IdleMap[str, set[str]] = IdleMap(config.max_turns, config.turn_idle_s)
+
+    def __len__(self) -> int:
+        """Turns whose tool surface is kept."""
+        return len(self._turns)
 
     def offered_in_turn(self, turn: str, tool: str, now_s: float) -> bool:
         """Did a listing of this turn offer ``tool``? (A call that then failed as an

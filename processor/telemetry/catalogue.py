@@ -216,6 +216,24 @@ STALE_ROSTER = MetricSpec(
 )
 
 # -- classification ----------------------------------------------------------------------
+STORE_ENTRIES = MetricSpec(
+    name="store_entries",
+    kind=Kind.GAUGE,
+    unit="",
+    labels=("store",),
+    help="Entries held by each bounded store: pending_calls, seen_spans, annotated_spans, "
+    "circuits, turns, reorder_calls, roster_turns, advisories.",
+    query="mcp_breaker_store_entries / mcp_breaker_store_capacity_entries",
+)
+STORE_CAPACITY = MetricSpec(
+    name="store_capacity_entries",
+    kind=Kind.GAUGE,
+    unit="",
+    labels=("store",),
+    help="Each bounded store's cap in entries; past it the oldest entry makes room "
+    "(names in an entry are cut to classify.max_name_chars, so bytes are bounded too).",
+    query="mcp_breaker_store_capacity_entries",
+)
 CLASSIFICATION_ERRORS = MetricSpec(
     name="classification_errors",
     kind=Kind.COUNTER,
@@ -326,6 +344,8 @@ DERIVED: tuple[MetricSpec, ...] = (
     COLLAPSES,
     NAMESPACES_MISSING,
     STALE_ROSTER,
+    STORE_ENTRIES,
+    STORE_CAPACITY,
     CLASSIFICATION_ERRORS,
     SPANS_FORWARDED_PENDING,
     DUPLICATE_SPANS,
