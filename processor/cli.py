@@ -79,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument(
         "--log-level", choices=["debug", "info", "warning", "error"], help="log verbosity"
     )
+    serve_parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes sharing the receiver ports, one core each (same as --set "
+        "server.workers=N); more than one needs state.backend: redis",
+    )
 
     check = commands.add_parser(
         "check-config",
@@ -130,6 +137,8 @@ def _overrides(args: argparse.Namespace) -> list[str]:
         overrides.append(f"forward.endpoint={args.forward_endpoint}")
     if getattr(args, "log_level", None) is not None:
         overrides.append(f"log.level={args.log_level}")
+    if getattr(args, "workers", None) is not None:
+        overrides.append(f"server.workers={args.workers}")
     return overrides
 
 
@@ -206,11 +215,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "print-config":
         _print_config(config)
         return 0
-    from processor.server import serve
-
     logs.configure(config.log.level)
     for warning in warnings:  # in the service's log, where an operator looks
         log.warning("%s", warning)
+    if config.server.workers > 1:
+        from processor.workers import supervise
+
+        return asyncio.run(supervise(config))
+    from processor.server import serve
+
     return asyncio.run(serve(config))
 
 

@@ -149,9 +149,13 @@ def _template(record: logging.LogRecord) -> str:
         return str(record.msg)
 
 
-def configure(level: LogLevel, *, clock: Callable[[], float] = time.monotonic) -> None:
+def configure(
+    level: LogLevel, *, clock: Callable[[], float] = time.monotonic, process: str = ""
+) -> None:
+    """``process``: named in every line, for one of several workers (``worker 2``)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(OneLineFormatter(FORMAT))
+    form = FORMAT.replace("%(name)s", f"[{process}] %(name)s") if process else FORMAT
+    handler.setFormatter(OneLineFormatter(form))
     handler.addFilter(RepeatLimit(clock=clock))
     root = logging.getLogger()
     root.handlers[:] = [handler]  # on the root handler: every logger's records pass here

@@ -20,7 +20,7 @@ import resource
 import signal
 import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import grpc
 from aiohttp import web
@@ -87,15 +87,15 @@ class ExitStatus(enum.IntEnum):
     UNDELIVERED = 3  # (2 is argparse's: a command line it cannot read)
 
 
-def _socket(endpoint: str) -> socket.socket:
+def _socket(endpoint: str, reuse_port: bool = False) -> socket.socket:
     host, port = split_endpoint(endpoint)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family)
+    return socket.create_server((host, port), family=family, reuse_port=reuse_port)
 
 
-def _listen(endpoint: str, what: str, key: str) -> socket.socket:
+def _listen(endpoint: str, what: str, key: str, reuse_port: bool = False) -> socket.socket:
     try:
-        return _socket(endpoint)
+        return _socket(endpoint, reuse_port)
     except OSError as error:
         raise StartupError(_cannot_listen(what, endpoint, key, error)) from None
 
@@ -116,12 +116,13 @@ def _bind_error(endpoint: str) -> OSError | None:
 
 
 def _grpc_server(
-    max_receive_bytes: int, limits: GrpcReceiverConfig | None = None
+    max_receive_bytes: int, limits: GrpcReceiverConfig | None = None, reuse_port: bool = False
 ) -> grpc.aio.Server:
     options: list[tuple[str, int]] = [
         ("grpc.max_receive_message_length", max_receive_bytes),
-        # gRPC shares ports by default; a second instance must fail, not split traffic.
-        ("grpc.so_reuseport", 0),
+        # gRPC shares ports by default; a second instance must fail, not split traffic,
+        # unless it is one of the workers that share the port on purpose.
+        ("grpc.so_reuseport", 1 if reuse_port else 0),
     ]
     if limits is None:
         return grpc.aio.server(options=options)
@@ -186,8 +187,12 @@ class Service:
         stage: Stage | None = None,
         sender: Sender | None = None,
         event_sinks: Sequence[Sink] = (),
+        reuse_port: bool = False,
     ) -> None:
+        """``reuse_port``: one of the workers of ``serve --workers``, which listen on the
+        same receiver and advisory ports (the kernel spreads connections over them)."""
         self.config = config
+        self._reuse_port = reuse_port
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = SelfMetrics(self.registry)
         self.breaker = Breaker(config.breaker)
@@ -332,7 +337,9 @@ class Service:
 
     async def _start_grpc(self, intake: Intake, gate: Gate) -> None:
         receivers = self.config.receivers
-        server = _grpc_server(receivers.grpc.max_recv_msg_bytes, receivers.grpc)
+        server = _grpc_server(
+            receivers.grpc.max_recv_msg_bytes, receivers.grpc, reuse_port=self._reuse_port
+        )
         server.add_generic_rpc_handlers((grpc_receiver.trace_service_handler(intake, gate),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         credentials = grpc_server_credentials(receivers.tls, "receivers.tls")
@@ -346,7 +353,7 @@ class Service:
 
     async def _start_advisories(self, advisories: AdvisoryService) -> None:
         config = self.config.advisories
-        server = _grpc_server(ADVISORY_MAX_MESSAGE_BYTES)
+        server = _grpc_server(ADVISORY_MAX_MESSAGE_BYTES, reuse_port=self._reuse_port)
         pb_grpc.add_AdvisoriesServicer_to_server(AdvisoriesServicer(advisories), server)  # type: ignore[no-untyped-call]
         pb_grpc.add_AdminServicer_to_server(AdminServicer(advisories), server)  # type: ignore[no-untyped-call]
         credentials = grpc_server_credentials(config.tls, "advisories.tls")
@@ -367,7 +374,7 @@ class Service:
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         what = {"otlp_http": "OTLP/HTTP receiver", "telemetry": "telemetry"}[name]
-        sock = _listen(endpoint, what, key)
+        sock = _listen(endpoint, what, key, self._reuse_port and name == "otlp_http")
         # Bodies are decompressed by the receiver itself, with a cap against gzip bombs.
         # The keep-alive timeout also closes a connection that never sends a request.
         limit = limit or ConnectionLimit(TELEMETRY_MAX_CONNECTIONS)
@@ -534,11 +541,18 @@ def _counted(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-async def serve(config: ServiceConfig) -> int:
-    """Run until SIGTERM or SIGINT; the exit status for the console script (ExitStatus)."""
+async def serve(
+    config: ServiceConfig,
+    *,
+    reuse_port: bool = False,
+    on_started: Callable[[dict[str, int]], None] | None = None,
+) -> int:
+    """Run until SIGTERM or SIGINT; the exit status for the console script (ExitStatus).
+    ``reuse_port`` and ``on_started`` (given the ports listened on): for a worker of
+    ``serve --workers`` (processor/workers.py)."""
     raise_open_files_limit()
     try:
-        service = Service(config)
+        service = Service(config, reuse_port=reuse_port)
     except StartupError as error:
         log.error("cannot start: %s", error)
         return ExitStatus.STARTUP_FAILED
@@ -548,6 +562,8 @@ async def serve(config: ServiceConfig) -> int:
         log.error("cannot start: %s", error)
         await service.stop()
         return ExitStatus.STARTUP_FAILED
+    if on_started is not None:
+        on_started(dict(service.ports))
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

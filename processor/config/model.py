@@ -12,7 +12,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 
-from processor.config.state import StateConfig, retention_problems
+from processor.config.state import Backend, StateConfig, retention_problems
 
 # --- receivers ----------------------------------------------------------------------------
 DEFAULT_GRPC_ENDPOINT = "0.0.0.0:4317"
@@ -712,6 +712,20 @@ class AdvisoriesConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ServerConfig:
+    """The process: how many workers share the receiver ports on this machine."""
+
+    # Processes that each run the whole hop, sharing the receiver and advisory ports
+    # (SO_REUSEPORT: the kernel spreads connections over them) and one telemetry port
+    # whose metrics are their sum. They share breaker state the way replicas do, so more
+    # than one needs state.backend: redis.
+    workers: int = 1
+
+    def validate(self, prefix: str) -> list[str]:
+        return not_positive(prefix, self, "workers")
+
+
+@dataclass(frozen=True, kw_only=True)
 class AuthConfig:
     """The token map, shared by the OTLP receivers and the advisory port: bearer token ->
     tenant. ``advisories.tokens`` holds tokens inline; ``tokens_file`` holds more, one
@@ -737,6 +751,7 @@ class LogConfig:
 class ServiceConfig:
     """Everything ``mcp-breaker serve`` reads. Empty input gives exactly these defaults."""
 
+    server: ServerConfig = field(default_factory=ServerConfig)
     receivers: ReceiversConfig = field(default_factory=ReceiversConfig)
     forward: ForwardConfig = field(default_factory=ForwardConfig)
     classify: ClassifyConfig = field(default_factory=ClassifyConfig)
@@ -750,7 +765,8 @@ class ServiceConfig:
 
     def validate(self) -> list[str]:
         return (
-            self.receivers.validate("receivers")
+            self.server.validate("server")
+            + self.receivers.validate("receivers")
             + self.forward.validate("forward")
             + self.classify.validate("classify")
             + self.breaker.validate("breaker")
@@ -761,6 +777,7 @@ class ServiceConfig:
             + self.state.validate("state")
             + self.log.validate("log")
             + self._token_problems()
+            + self._worker_problems()
             + retention_problems(
                 self.state,
                 needed_s=max(
@@ -773,6 +790,25 @@ class ServiceConfig:
                 "breaker.open_max_s and roster.turn_idle_s",
             )
         )
+
+    def _worker_problems(self) -> list[str]:
+        workers = self.server.workers
+        if workers <= 1:
+            return []
+        problems = []
+        if self.state.backend is Backend.MEMORY:
+            problems.append(
+                f"server.workers: {workers} workers need state.backend: redis: each worker "
+                "is a process with a breaker of its own, and with the memory backend each "
+                "would judge only the connections it happens to get. Set state.backend: "
+                "redis and state.redis.url (docs/scaling.md), or run one worker"
+            )
+        if self.forward.queue.storage is QueueStorage.DISK:
+            problems.append(
+                f"server.workers: {workers} workers cannot share one disk queue "
+                "(forward.queue.storage: disk): run one worker per queue directory"
+            )
+        return problems
 
     def _token_problems(self) -> list[str]:
         if self.receivers.auth is not ReceiverAuth.TOKEN:

@@ -18,6 +18,17 @@ PREFIX = "mcp_breaker"
 CALL_DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
+class Merge(enum.StrEnum):
+    """How the workers' values of a metric combine into the one the telemetry port shows
+    (``serve --workers``): each worker counts what reached it, but the breaker's state is
+    replicated, the same in every worker, and must appear once."""
+
+    SUM = "sum"  # counters, histograms and what each process holds: added
+    ONE = "one"  # replicated state (circuits, advisories): one worker's, the first's
+    MAX = "max"  # the latest listing of a harness: whichever worker saw it
+    MIN = "min"  # up only if up in every worker
+
+
 class Kind(enum.StrEnum):
     COUNTER = "counter"
     GAUGE = "gauge"
@@ -35,6 +46,7 @@ class MetricSpec:
     query: str  # an example PromQL query, for the docs
     bounded: bool = False  # labels named by outsiders: capped, folded, expired
     exemplars: bool = False
+    workers: Merge = Merge.SUM
 
     @property
     def full_name(self) -> str:
@@ -130,6 +142,7 @@ CIRCUIT_STATE = MetricSpec(
     "the server, or server/tool; tenant empty for the default tenant.",
     query='mcp_breaker_circuit_state{mcp_breaker_circuit_state="open"} == 1',
     bounded=True,
+    workers=Merge.ONE,
 )
 CIRCUIT_FAILING_SINCE = MetricSpec(
     name="circuit_failing_since_timestamp_seconds",
@@ -140,6 +153,7 @@ CIRCUIT_FAILING_SINCE = MetricSpec(
     "span time); only for circuits open, half-open or forced open.",
     query='time() - mcp_breaker_circuit_failing_since_timestamp_seconds{scope="server"}',
     bounded=True,
+    workers=Merge.ONE,
 )
 CIRCUITS = MetricSpec(
     name="circuits",
@@ -148,6 +162,7 @@ CIRCUITS = MetricSpec(
     labels=("scope", "state"),
     help="Circuits tracked, by scope and state, read at scrape time.",
     query='sum by (scope) (mcp_breaker_circuits{state=~"open|forced_open"})',
+    workers=Merge.ONE,
 )
 TRANSITIONS = MetricSpec(
     name="circuit_transitions",
@@ -184,6 +199,7 @@ OFFERED_TOOLS = MetricSpec(
     help="Tools offered to the model by the latest listing of each harness (and server).",
     query="sum by (harness) (mcp_breaker_offered_tools)",
     bounded=True,
+    workers=Merge.MAX,
 )
 COLLAPSES = MetricSpec(
     name="roster_collapses",
@@ -203,6 +219,7 @@ NAMESPACES_MISSING = MetricSpec(
     "that named them.",
     query="max by (harness) (mcp_breaker_roster_namespaces_missing) > 0",
     bounded=True,
+    workers=Merge.MAX,
 )
 STALE_ROSTER = MetricSpec(
     name="stale_roster",
@@ -300,6 +317,7 @@ ADVISORIES = MetricSpec(
     labels=(),
     help="Advisories in force now (circuits not closed, turn blocks).",
     query="mcp_breaker_advisories",
+    workers=Merge.ONE,
 )
 ADVISORY_CHANGES = MetricSpec(
     name="advisory_changes",
@@ -308,6 +326,7 @@ ADVISORY_CHANGES = MetricSpec(
     labels=(),
     help="Advisory changes published to subscribers.",
     query="rate(mcp_breaker_advisory_changes_total[5m])",
+    workers=Merge.ONE,
 )
 SUBSCRIBERS_CUT = MetricSpec(
     name="advisory_subscribers_cut_off",
@@ -368,6 +387,7 @@ SHARED_STATE_UP = MetricSpec(
     help="1 while this replica shares its breaker through Redis; 0 while Redis is away and "
     "it decides alone (redis backend only).",
     query="min(mcp_breaker_shared_state_up) == 0",
+    workers=Merge.MIN,
 )
 SHARED_EVENTS_APPENDED = MetricSpec(
     name="shared_events_appended",
