@@ -37,6 +37,7 @@ from typing import Any
 # Sibling modules: bench/ is on sys.path when these files are run as scripts.
 from hop import (
     BENCH,
+    EXPECTED_SERVE_LOG,
     LOOPBACK,
     Child,
     check_alive,
@@ -207,6 +208,12 @@ def in_process(workdir: Path, requests: int) -> dict[str, dict[str, float]]:
 
 
 # -- the report ------------------------------------------------------------------------------
+def unexpected_lines(log: str) -> str:
+    """A serve process's log without its expected start-up warning (hop.EXPECTED_SERVE_LOG)."""
+    lines = log.strip().splitlines()
+    return "\n".join(line for line in lines if not any(e in line for e in EXPECTED_SERVE_LOG))
+
+
 def check(runs: list[dict[str, Any]], received: int | None, logs: dict[str, str]) -> list[str]:
     problems = []
     for number, run in enumerate(runs, 1):
@@ -334,7 +341,9 @@ def main() -> int:
             stop(serve.child)  # each drains into the null receiver, which then reports
         stop(null)
         received = received_bytes(null)
-        logs = {s.variant: s.child.output.read_text(errors="replace").strip() for s in serves}
+        logs = {
+            s.variant: unexpected_lines(s.child.output.read_text(errors="replace")) for s in serves
+        }
         store = in_process(workdir, args.store_requests)
     summary = summarize(runs)
     print_report(summary, store, files, args)

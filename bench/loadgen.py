@@ -1,13 +1,19 @@
 """A closed-loop OTLP/gRPC load generator, meant to run in a process of its own.
 
-``--concurrency`` coroutines share one channel; each sends a pre-encoded request (raw bytes,
-no serializer), waits for the answer and sends the next, until ``--duration`` seconds have
+``--concurrency`` coroutines share ``--connections`` channels (each its own TCP connection:
+a hop with several worker processes gets connections, not requests, spread over them);
+each sends a request (raw bytes, no serializer), waits for the answer and sends the next,
+until ``--duration`` seconds have
 passed. The first ``--warmup`` seconds are sent but not measured (connection set-up, first
-calls). It prints one JSON document:
+calls). Every request is new: one of the payload's eight templates (payload.py), cycled,
+with fresh trace and span ids, times just before now and new turn ids, rewritten in place
+in its encoded bytes (``payload.Fresh``: about 60 µs a request), so a hop never sees the
+same span twice. It prints one JSON document:
 
     requests, spans, errors (by gRPC status code), spans_per_s, latency_ms p50/p90/p99,
-    the warm-up's ok requests (so a caller can account for every span sent), and cpu_s,
-    the load generator's own CPU time
+    the warm-up's ok requests, and what every answered request held (bytes, spans, MCP
+    spans, tool calls, listings: so a caller can account for all it sent); cpu_s, the
+    load generator's own CPU time, and render_s, the part of it spent making requests new
 
     python bench/loadgen.py --target 127.0.0.1:4417 --payload mixed --duration 8
 """
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import time
 from collections import Counter
@@ -25,7 +32,7 @@ from typing import Any
 import grpc
 
 # A sibling module: bench/ is on sys.path when these files are run as scripts.
-from payload import SPANS_PER_REQUEST, VARIANTS, build_requests
+from payload import SPANS_PER_REQUEST, VARIANTS, Fresh, Template, build_templates
 
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 CALL_TIMEOUT_S = 10.0
@@ -42,6 +49,10 @@ class Tally:
     warmup_errors: int = 0
     last_finish: float = 0.0
     ok_bytes: int = 0  # every answered request, warm-up included: the receiver's total
+    ok_spans: int = 0  # the same in spans, MCP spans, tool calls and listings
+    ok_mcp_spans: int = 0
+    ok_calls: int = 0
+    ok_listings: int = 0
 
 
 def percentile(ordered: list[float], fraction: float) -> float:
@@ -52,21 +63,38 @@ def percentile(ordered: list[float], fraction: float) -> float:
 
 
 async def run(
-    target: str, requests: list[bytes], concurrency: int, duration_s: float, warmup_s: float
+    target: str,
+    templates: list[Template],
+    concurrency: int,
+    duration_s: float,
+    warmup_s: float,
+    connections: int = 1,
 ) -> dict[str, Any]:
     tally = Tally()
-    cpu_before_s = time.process_time()
-    async with grpc.aio.insecure_channel(target) as channel:
-        await asyncio.wait_for(channel.channel_ready(), CONNECT_TIMEOUT_S)
-        export = channel.unary_unary(EXPORT_METHOD)  # no serializer: bytes in, bytes out
+    fresh = Fresh(templates)
+    cpu_before_s, wall_before_s = time.process_time(), time.perf_counter()
+    # A local subchannel pool each, or gRPC would share one connection between them.
+    channels = [
+        grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)])
+        for _ in range(connections)
+    ]
+    async with contextlib.AsyncExitStack() as stack:
+        for channel in channels:
+            await stack.enter_async_context(channel)
+            await asyncio.wait_for(channel.channel_ready(), CONNECT_TIMEOUT_S)
+        # no serializer: bytes in, bytes out
+        exports = [channel.unary_unary(EXPORT_METHOD) for channel in channels]
         measure_from = time.perf_counter() + warmup_s
         stop_at = measure_from + duration_s
 
         async def worker(offset: int) -> None:
-            sent = offset  # workers start at different requests so the mix is even
-            while (started := time.perf_counter()) < stop_at:
-                payload = requests[sent % len(requests)]
+            export = exports[offset % len(exports)]
+            sent = offset  # workers start at different templates so the mix is even
+            while time.perf_counter() < stop_at:
+                template = templates[sent % len(templates)]
+                payload = fresh.render(template)  # before the clock starts
                 sent += 1
+                started = time.perf_counter()
                 try:
                     await export(payload, timeout=CALL_TIMEOUT_S)
                     code = None
@@ -81,7 +109,13 @@ async def run(
                 else:
                     tally.errors[code] += 1
                 tally.last_finish = max(tally.last_finish, finished)
-                tally.ok_bytes += len(payload) if code is None else 0
+                if code is None:
+                    counts = template.counts
+                    tally.ok_bytes += len(payload)
+                    tally.ok_spans += counts.spans
+                    tally.ok_mcp_spans += counts.mcp_spans
+                    tally.ok_calls += counts.calls
+                    tally.ok_listings += counts.listings
                 if code is not None:
                     await asyncio.sleep(ERROR_PAUSE_S)
 
@@ -90,7 +124,7 @@ async def run(
     # Until the last answer came back: the calls still in flight at stop_at were measured.
     elapsed_s = max(tally.last_finish - measure_from, 1e-9)
     ordered = sorted(tally.latencies_s)
-    spans = len(ordered) * SPANS_PER_REQUEST
+    spans = len(ordered) * SPANS_PER_REQUEST  # every template has as many
     return {
         "target": target,
         "concurrency": concurrency,
@@ -106,7 +140,13 @@ async def run(
         "warmup_ok_requests": tally.warmup_ok,
         "warmup_errors": tally.warmup_errors,
         "ok_bytes": tally.ok_bytes,
+        "ok_spans": tally.ok_spans,
+        "ok_mcp_spans": tally.ok_mcp_spans,
+        "ok_calls": tally.ok_calls,
+        "ok_listings": tally.ok_listings,
+        "wall_s": round(time.perf_counter() - wall_before_s, 3),  # for cpu_s: a core's share
         "cpu_s": round(time.process_time() - cpu_before_s, 3),
+        "render_s": round(fresh.render_s, 3),
     }
 
 
@@ -115,11 +155,23 @@ def main() -> None:
     parser.add_argument("--target", required=True, metavar="HOST:PORT")
     parser.add_argument("--payload", choices=VARIANTS, default="mixed")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    parser.add_argument(
+        "--connections", type=int, default=1, help="channels (TCP connections) they share"
+    )
     parser.add_argument("--duration", type=float, default=8.0, help="measured seconds")
     parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds first")
     args = parser.parse_args()
-    requests = build_requests(args.payload)
-    result = asyncio.run(run(args.target, requests, args.concurrency, args.duration, args.warmup))
+    templates = build_templates(args.payload)
+    result = asyncio.run(
+        run(
+            args.target,
+            templates,
+            args.concurrency,
+            args.duration,
+            args.warmup,
+            args.connections,
+        )
+    )
     print(json.dumps({"payload": args.payload, **result}))
 
 

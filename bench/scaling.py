@@ -8,8 +8,8 @@ Three figures, each against a baseline measured in the same run:
    to A; each is timed from before the Export to the moment each mirror holds its turn
    block: B's figure is the cross-replica one, A's the same-replica baseline.
 2. **Span throughput** with ``state.backend=redis`` against ``memory``: ``bench/hop.py``
-   on the ``mixed`` payload, the two alternated ``--repeats`` times (each run is itself
-   paired with hop.py's own null-receiver baseline).
+   on the ``mixed`` payload (fresh ids every request), serve alone (``--hops serve``), the
+   two alternated ``--repeats`` times.
 3. **Redis per tool call**: commands (``INFO commandstats``, all replicas together, minus
    what an idle second costs: reads and ticks) and stream bytes per event
    (``MEMORY USAGE`` of the stream over ``XLEN``).
@@ -146,7 +146,8 @@ def throughput(redis_url: str, repeats: int, duration: float) -> dict[str, Any]:
             for backend in ("memory", "redis"):
                 out = Path(tmp) / f"{backend}.json"
                 command = [sys.executable, str(BENCH / "hop.py"), "--variants", "mixed"]
-                command += ["--repeats", "1", "--duration", str(duration), "--json", str(out)]
+                command += ["--hops", "serve", "--repeats", "1", "--duration", str(duration)]
+                command += ["--json", str(out)]
                 if backend == "redis":
                     command += [
                         "--set",
@@ -160,7 +161,7 @@ def throughput(redis_url: str, repeats: int, duration: float) -> dict[str, Any]:
                 if done.returncode != 0 and not report:
                     problems.append(f"{backend}: hop.py failed: {done.stderr[-500:]}")
                     continue
-                runs[backend].append(report["summary"]["mixed"]["hop_spans_per_s"])
+                runs[backend].append(report["summary"]["mixed"]["serve"]["spans_per_s"])
     ratio = statistics.median(r / m for r, m in zip(runs["redis"], runs["memory"], strict=False))
     return {"spans_per_s": runs, "redis_over_memory": ratio, "problems": problems}
 
