@@ -131,9 +131,7 @@ class Supervisor:
             for sock in held:
                 sock.close()
         self.ports = self._ports_of(shared)
-        self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S)
-        )
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S))
         await self._serve_telemetry()
         log.info(
             "mcp-breaker: %d workers (pids %s) share %s; metrics of all of them on port %d",
@@ -315,4 +313,3 @@ async def supervise(config: ServiceConfig) -> int:
     await supervisor.watch(stopping)
     log.info("stopping: every worker stops taking spans and drains its queue")
     return await supervisor.stop()
-
