@@ -399,10 +399,14 @@ class Service:
         interval = min(TICK_INTERVAL_S, self.config.classify.pair_wait_s / 4)
         while True:
             await asyncio.sleep(interval)
-            self.pipeline.tick()
-            # Shared state: expiry runs at the stream's ticks, on every replica alike.
-            if self.advisories is not None and self.shared is None:
-                self.advisories.expire()
+            try:
+                self.pipeline.tick()
+                # Shared state: expiry runs at the stream's ticks, on every replica alike.
+                if self.advisories is not None and self.shared is None:
+                    self.advisories.expire()
+            except Exception:  # a bug here must not stop expiry for good: said, and on
+                self.metrics.stage_errors.inc()
+                log.exception("deciding the calls whose other half did not come failed")
 
     def _log_started(self) -> None:
         receiver_ports = {

@@ -220,7 +220,9 @@ class Classifier:
             value = attributes.get(name)
             if isinstance(value, str) and len(value) > self.config.max_name_chars:
                 self.stats.cut_names += 1
-                attributes[name] = value[: self.config.max_name_chars]
+                attributes[name] = value = value[: self.config.max_name_chars]
+            if isinstance(value, str) and not value.isascii():
+                attributes[name] = encodable(value)
         return attributes, claimed
 
     def _clamp_times(self, span: SpanView) -> None:
@@ -239,7 +241,9 @@ class Classifier:
             span.start_ns, span.end_ns = start, end
 
     def _cut_names(self, reading: Reading, tenant: object) -> None:
-        """Names as long as classify.max_name_chars at most, before anything keeps them."""
+        """Names as long as classify.max_name_chars at most, and encodable (a name read
+        from JSON may hold a lone surrogate, which no wire and no log can carry), before
+        anything keeps them."""
         limit = self.config.max_name_chars
         cut = False
         if len(reading.tool) > limit:
@@ -250,6 +254,12 @@ class Classifier:
             reading.session_id, cut = reading.session_id[:limit], True
         if cut:
             self.stats.cut_names += 1
+        if not reading.tool.isascii():
+            reading.tool = encodable(reading.tool)
+        if reading.server is not None and not reading.server.isascii():
+            reading.server = encodable(reading.server)
+        if reading.session_id is not None and not reading.session_id.isascii():
+            reading.session_id = encodable(reading.session_id)
 
     def expire(self, now: float) -> list[Event]:
         """Calls whose other half did not come within ``pair_wait_s``: decided alone."""
@@ -401,6 +411,8 @@ class Classifier:
         if turn is not None and len(turn) > self.config.max_name_chars:
             self.stats.cut_names += 1
             turn = turn[: self.config.max_name_chars]
+        if turn is not None and not turn.isascii():
+            turn = encodable(turn)
         return turn or first.span.trace_id.hex(), round_
 
     def _call(self, reading: Reading, partner: Reading | None, verdict: Verdict) -> ToolCall:
@@ -467,6 +479,12 @@ def _resource_text(reading: Reading, key: str) -> str:
 
 
 _tenant = _resource_text  # the tenant a reading belongs to: every key is kept per tenant
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(name: str) -> str:
+    """``name`` with each lone surrogate replaced by U+FFFD: valid UTF-8 everywhere."""
+    return _LONE_SURROGATE.sub("\ufffd", name)
 
 
 _OTHER_SIDE = {Side.CLIENT: Side.SERVER, Side.SERVER: Side.CLIENT}

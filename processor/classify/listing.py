@@ -92,5 +92,9 @@ def _connected_at(value: Any) -> tuple[tuple[str, float], ...] | None:
     for name, at in list(value.items())[:MAX_NAMESPACES]:
         if not isinstance(at, (int, float)) or isinstance(at, bool):
             return None
-        pairs.append((str(name)[:MAX_NAMESPACE_CHARS], float(at)))
+        try:
+            seconds = float(at)
+        except OverflowError:  # an integer JSON wrote with hundreds of digits
+            return None
+        pairs.append((str(name)[:MAX_NAMESPACE_CHARS], seconds))
     return tuple(pairs)

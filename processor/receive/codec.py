@@ -63,6 +63,10 @@ def request_from_json(body: bytes) -> ExportTraceServiceRequest:
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except json_format.ParseError as exc:
         raise InvalidRequest(f"body is not an OTLP/JSON trace export: {_first_line(exc)}") from None
+    except (SystemError, UnicodeError, ValueError):
+        # A string JSON can hold and protobuf cannot: a lone surrogate ("\udc00"), which
+        # the protobuf runtime refuses with one of these rather than a ParseError.
+        raise InvalidRequest("body holds a string that is not valid Unicode") from None
     return request
 
 
