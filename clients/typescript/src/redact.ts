@@ -14,12 +14,27 @@
  *   digit → `[REDACTED]`;
  * - the value after a key that names a secret (`password=`, `token:`, `"api_key":`, ...),
  *   after an `UPPER_SNAKE=` environment name, after `Bearer` or `Basic`;
+ * - secrets written in prose, the word after a secret keyword (`password hunter2x`, `the
+ *   token tkn9f8e7d6c5`, `api key k3y-7781`, `PIN 4921`, `my password is Tr0ub4dor&3`) →
+ *   the keyword stays, the word becomes `[REDACTED]`. See "Prose" below;
  * - in URLs: userinfo, query and fragment; of the path only a short plain first segment;
  * - filesystem paths → `<path>`; e-mail addresses → `<email>`.
  *
  * The result is one printable line of at most `maxChars` code points, cut between words
  * with a trailing "…"; only the first `SCAN_FACTOR * maxChars` code points are read, so
  * the cost is bounded whatever the input. Lengths count code points, as Python's do.
+ *
+ * Prose. A keyword is one of `PROSE_KEYWORDS` (a plural or a glued prefix such as
+ * `db_password` or `X-Api-Key` too). Between it and the value may stand `:` or `=` (a
+ * field), `is`/`was`/`equals` (a copula, optionally `set to`), or `for`/`of`
+ * [`user`/`account`] *name* followed by a field or a copula ("password for user bob is x":
+ * the name stays). The value is the next word, or a quoted string. It becomes `[REDACTED]`
+ * when it follows a field (a quoted key such as `"pin":` counts only with a secret-shaped or
+ * quoted value), or it is quoted, or it is secret-shaped (a digit or a character other than
+ * a letter, mixed case that camel-case names do not have, 20 letters or more), or it follows
+ * a password word and is not one of the ordinary follow-words in `PROSE_STOP_WORDS`. A word
+ * starting with a bracket, one without a letter or digit, another keyword or an auth scheme
+ * is not a value. So "Unauthorized: token expired" and "invalid api key" read as written.
  */
 
 import { ConfigError } from "./errors.js";
@@ -34,6 +49,16 @@ const ELLIPSIS = "…";
 
 // Python's `\w` on text: letters and numbers of any script, and "_" (no combining marks).
 const W = String.raw`\p{L}\p{N}_`;
+// Python's re.IGNORECASE matches an ASCII letter in either case and four more letters that
+// fold to one: "İ" and "ı" to "i", "ſ" to "s", the Kelvin sign to "k". JavaScript's /iu
+// misses "İ" and "ı", and it takes U+0345 (a combining mark that folds to "ι") for a letter
+// in `\p{L}`. So no pattern below has the "i" flag: `anyCase` spells the cases out.
+const OTHER_CASES: Readonly<Record<string, string>> = {
+  i: "I\u0130\u0131",
+  k: "K\u212a",
+  s: "S\u017f",
+};
+const ANY_CASE_LETTERS = String.raw`A-Za-z\u0130\u0131\u017f\u212a`; // [A-Za-z], ignoring case
 // Python's str.split() whitespace. After the window is split on it and joined with
 // single spaces, " " is the only whitespace left, so the patterns below write " " where
 // the Python ones write `\s` (JavaScript's `\s` is a different set).
@@ -60,27 +85,108 @@ const SECRET_KEY_WORDS = [
   "authorization", "session", "session_id", "sessionid", "session-id", "cookie",
   "signature",
 ]; // prettier-ignore
-const KEY_WORD = `(?:${SECRET_KEY_WORDS.join("|")})`; // letters, "_" and "-": nothing to escape
+// Letters, "_" and "-": nothing to escape.
+const KEY_WORD = `(?:${SECRET_KEY_WORDS.map(anyCase).join("|")})`;
 const VALUE = String.raw`(?:"[^"]*"?|'[^']*'?|[^ "',;&)\]}…]+)`;
+// As in Python, where BARE_PAIR ignores case and ENV_ASSIGNMENT does not.
 const NOT_REDACTED = String.raw`(?!\[REDACTED\])`;
+const NOT_REDACTED_ANY_CASE = String.raw`(?!\[${anyCase("redacted")}\])`;
 const QUOTED_PAIR = new RegExp(
   String.raw`(?<key>["'][${W}.-]*?${KEY_WORD}["'] *[:=] *)(?<value>"[^"]*"?|'[^']*'?)`,
-  "giu",
+  "gu",
 );
-const SCHEME = "(?:bearer|basic|token|digest)";
+// "Authorization: Bearer x" keeps its scheme; a scheme word alone is not a credential.
+// "Basic/x.txt" is no scheme word: a later pass would make it "<path>", then a value; so
+// the scheme ends where a path, e-mail or key could not go on ("Bearer…" is the cap's).
+const SCHEME = `(?:${["bearer", "basic", "token", "digest"].map(anyCase).join("|")})`;
 const BARE_PAIR = new RegExp(
   String.raw`(?<![${W}.-])(?<key>[${W}.-]*?${KEY_WORD}(?![${W}-]) *[:=] *(?:${SCHEME} +)?)` +
-    String.raw`${NOT_REDACTED}(?!${SCHEME}(?![${W}-]))(?<value>${VALUE})`,
-  "giu",
+    String.raw`${NOT_REDACTED_ANY_CASE}(?!${SCHEME}(?![${W}.~/\\@+-]))(?<value>${VALUE})`,
+  "gu",
 );
 const ENV_ASSIGNMENT = new RegExp(
   String.raw`(?<![${W}.-])(?<key>[A-Z][A-Z0-9_]+=)${NOT_REDACTED}(?<value>${VALUE})`,
   "gu",
 );
 const AUTH_CREDENTIAL = new RegExp(
-  String.raw`(?<![${W}])(?<scheme>bearer|basic) +(?<credential>[A-Za-z0-9._~+/=-]+)`,
-  "giu",
+  String.raw`(?<![${W}])(?<scheme>${anyCase("bearer")}|${anyCase("basic")}) +` +
+    String.raw`(?<credential>[${ANY_CASE_LETTERS}0-9._~+/=-]+)`,
+  "gu",
 );
+
+// Prose: a keyword, then a filler, then a word. See the module comment for the rule.
+// Longer forms first, so "session id" is read before "session" and "auth token" before "auth".
+const PROSE_KEYWORDS = [
+  "password", "passwd", "passphrase", "passcode", "pwd", "token", "secret", "api key",
+  "apikey", "access key", "secret key", "private key", "signing key", "encryption key",
+  "master key", "license key", "ssh key", "auth token", "access token", "refresh token",
+  "id token", "session token", "bearer token", "client secret", "authorization", "auth",
+  "bearer", "credential", "session id", "sessionid", "session", "cookie", "pin", "otp",
+  "totp", "mfa code", "2fa code", "verification code", "security code", "one-time code",
+  "signature",
+]; // prettier-ignore
+// Their values are often plain words ("swordfish"), so any word goes but the stop words.
+const PASSWORD_WORDS: ReadonlySet<string> = new Set([
+  "password", "passwd", "passphrase", "passcode", "pwd",
+]); // prettier-ignore
+// Words that follow a password word in error texts. Seen on a value, they keep it readable.
+const PROSE_STOP_WORDS: ReadonlySet<string> = new Set([
+  "a", "an", "the", "and", "or", "but", "not", "no", "nor", "is", "was", "are", "were", "be",
+  "been", "being", "has", "have", "had", "does", "do", "did", "will", "would", "can", "cannot",
+  "could", "should", "must", "may", "might", "shall", "to", "for", "from", "of", "in", "on",
+  "at", "by", "with", "without", "as", "if", "when", "while", "since", "than", "that", "this",
+  "these", "those", "too", "also", "still", "now", "then", "only", "so", "yet", "already",
+  "again", "here", "there", "none", "null", "nil", "empty", "blank", "unset", "set", "yes",
+  "required", "missing", "needed", "needs", "provided", "supplied", "given", "entered",
+  "specified", "expected", "invalid", "incorrect", "wrong", "bad", "weak", "short", "long",
+  "correct", "valid", "ok", "okay", "good", "expired", "expires", "expiring", "expiry",
+  "revoked", "rejected", "denied", "refused", "mismatch", "mismatched", "change", "changed",
+  "changes", "changing", "reset", "resets", "update", "updated", "updates", "rotated",
+  "rotation", "policy", "policies", "length", "hash", "hashed", "hashing", "encrypted",
+  "encryption", "protected", "protection", "field", "fields", "prompt", "prompts", "manager",
+  "login", "logon", "sign", "signin", "auth", "authentication", "authenticated", "authorization",
+  "verification", "verify", "verified", "validation", "validated", "check", "checks", "checking",
+  "complexity", "strength", "requirement", "requirements", "rule", "rules", "file", "files",
+  "store", "storage", "vault", "attempt", "attempts", "retry", "retries", "failure", "failures",
+  "failed", "fails", "error", "errors", "unknown", "mode", "type", "format", "hint", "input",
+  "dialog", "entry", "form", "reuse", "reused", "history", "age", "lifetime", "limit", "limits",
+  "exceeded", "locked", "lockout", "disabled", "enabled", "accepted", "match", "matches",
+  "matched", "contains", "containing", "cracked", "leaked", "compromised", "contain",
+]); // prettier-ignore
+// "Authorization: Bearer ..." names its scheme next; the scheme is not the credential.
+const SCHEME_WORDS: ReadonlySet<string> = new Set([
+  "bearer", "basic", "token", "digest", "negotiate", "ntlm",
+]); // prettier-ignore
+// A space or hyphen in a keyword stands for " ", "_", "-" or nothing ("api key", "api_key",
+// "API-Key", "apikey"); the keywords hold no other character to escape.
+const PROSE_KEY_SOURCE =
+  String.raw`(?<![${W}.-])(?:[${W}.-]*[_.-])?(?<word>` +
+  [...PROSE_KEYWORDS]
+    .sort((a, b) => b.length - a.length) // stable: equal lengths keep their order
+    .map((keyword) => anyCase(keyword).replace(/[ -]/gu, "[ _-]?"))
+    .join("|") +
+  String.raw`)${anyCase("s")}?(?![${W}-])(?<quote>["']?)`;
+const PROSE_KEY = new RegExp(PROSE_KEY_SOURCE, "gu");
+const WHOLE_PROSE_KEY = new RegExp(`^(?:${PROSE_KEY_SOURCE})$`, "u");
+// The patterns below are matched where the previous one ended (the "y" flag).
+const PROSE_FOR = new RegExp(
+  String.raw` +(?:${anyCase("for")}|${anyCase("of")}) +` +
+    String.raw`(?:${anyCase("user")} +|${anyCase("account")} +)?[^ :=]+`,
+  "uy",
+);
+const PROSE_FIELD = / *[:=] */uy;
+const PROSE_COPULA = new RegExp(
+  String.raw` +(?:${anyCase("is")}|${anyCase("was")}|${anyCase("equals")})` +
+    String.raw`(?: +${anyCase("set")} +${anyCase("to")})? +| +${anyCase("set")} +${anyCase("to")} +`,
+  "uy",
+);
+const PROSE_GAP = / +/uy;
+// A quoted string (an unclosed quote runs to the end, as in VALUE), or the next word whole:
+// a password may hold any symbol ("Tr0ub4dor&3"). "…" is the cap's own mark, never a value.
+const PROSE_VALUE = /"[^"]*"?|'[^']*'?|[^ …]+/uy;
+const PROSE_TRAILING = ".,;:!?)]}\"'"; // ends the sentence or the enclosing brackets
+const MARKERS = [REDACTED, PATH_MARKER, EMAIL_MARKER];
+const MIN_LETTER_RUN = 20; // letters-only words this long are keys, not English
 
 const URL_PATTERN =
   /(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:\/\/[A-Za-z0-9._~%!$&*+,;=:@/?#[\]-]*/gu;
@@ -122,7 +228,10 @@ function scrub(text: string): string {
   text = text.replace(QUOTED_PAIR, redactPair);
   text = text.replace(BARE_PAIR, redactPair);
   text = text.replace(ENV_ASSIGNMENT, redactPair);
-  text = text.replace(AUTH_CREDENTIAL, redactCredential);
+  // Prose before schemes: a scheme pair "Basic Basic" kept whole must not hide what
+  // follows once prose has removed the word before it.
+  text = redactProse(text);
+  text = redactCredentials(text);
   // A URL is rewritten whole; the plain-text rules must not see its host:port or path.
   const pieces: string[] = [];
   let position = 0;
@@ -192,14 +301,133 @@ function redactPair(...args: unknown[]): string {
   return groups.key + quote + REDACTED + quote;
 }
 
-function redactCredential(...args: unknown[]): string {
-  const match = args[0] as string;
-  const groups = args.at(-1) as { scheme: string; credential: string };
-  const credential = groups.credential;
-  if (isAlpha(credential) && (isLower(credential) || isTitle(credential))) {
-    return match; // prose: "bearer token", "Basic Auth"
+function redactCredentials(text: string): string {
+  const pieces: string[] = [];
+  let done = 0;
+  let searchFrom = 0;
+  let match: RegExpExecArray | null;
+  while ((match = searchAt(AUTH_CREDENTIAL, text, searchFrom)) !== null) {
+    const { scheme, credential } = match.groups as { scheme: string; credential: string };
+    const end = match.index + match[0].length;
+    if (isAlpha(credential) && (isLower(credential) || isTitle(credential))) {
+      // Prose: "bearer token", "Basic Auth". The word may itself be a scheme with a
+      // credential after it ("Basic Basic dXNl"), so the search goes on from it.
+      searchFrom = end - credential.length;
+      continue;
+    }
+    pieces.push(text.slice(done, match.index), `${scheme} ${REDACTED}`);
+    done = searchFrom = end;
   }
-  return `${groups.scheme} ${REDACTED}`;
+  pieces.push(text.slice(done));
+  return pieces.join("");
+}
+
+/** Redact the word after each prose keyword that the rule in the module comment names. */
+function redactProse(text: string): string {
+  const pieces: string[] = [];
+  let done = 0; // text.slice(0, done) is in pieces
+  let searchFrom = 0;
+  let key: RegExpExecArray | null;
+  // Each turn moves past a keyword; each match reads only the few words after it.
+  while ((key = searchAt(PROSE_KEY, text, searchFrom)) !== null) {
+    searchFrom = key.index + key[0].length;
+    const found = proseValue(text, key);
+    if (found === null) continue;
+    const [value, always] = found;
+    const raw = value[0];
+    const quote = raw[0] === '"' || raw[0] === "'" ? raw[0] : "";
+    const content = quote ? stripTrailing(raw.slice(1), quote) : raw;
+    const marker = MARKERS.find((marker) => content.startsWith(marker)) ?? "";
+    if (marker) {
+      // Already redacted. What is glued after the marker ("[REDACTED],api key x") is
+      // read on, as it is once a later pass has removed this keyword.
+      searchFrom = value.index + quote.length + marker.length;
+      continue;
+    }
+    // A later pass may turn part of a word into a marker ("@./" -> "@<path>"); judged
+    // without its markers (and before the "]" of one is taken for punctuation), the word
+    // reads the same the next time.
+    let bare = withoutMarkers(content);
+    if (!quote) bare = stripTrailing(bare, PROSE_TRAILING);
+    if (!isProseValue(bare, quote !== "")) continue; // another keyword or a scheme word may follow
+    const strong = PASSWORD_WORDS.has((key.groups as { word: string }).word.toLowerCase());
+    if (!(always || quote || isSecretShaped(bare) || (strong && !isStop(bare)))) continue;
+    pieces.push(text.slice(done, value.index));
+    pieces.push(quote ? quote + REDACTED + quote : REDACTED + trailing(raw));
+    done = searchFrom = value.index + raw.length;
+  }
+  pieces.push(text.slice(done));
+  return pieces.join("");
+}
+
+/** The value word after `key`, and whether its filler makes it a value whatever it is. */
+function proseValue(text: string, key: RegExpExecArray): [RegExpExecArray, boolean] | null {
+  let position = key.index + key[0].length;
+  if ((key.groups as { quote: string }).quote) {
+    // A quoted key is JSON or a quoted name: "pin": 4921 goes, 'get_token': disk stays.
+    const field = matchAt(PROSE_FIELD, text, position);
+    if (field === null) return null;
+    const value = matchAt(PROSE_VALUE, text, field.index + field[0].length);
+    return value === null ? null : [value, false];
+  }
+  const clause = matchAt(PROSE_FOR, text, position);
+  if (clause !== null) position = clause.index + clause[0].length; // "password for user bob is x"
+  const field = matchAt(PROSE_FIELD, text, position);
+  if (field !== null) {
+    const value = matchAt(PROSE_VALUE, text, field.index + field[0].length);
+    return value === null ? null : [value, true];
+  }
+  let filler = matchAt(PROSE_COPULA, text, position);
+  if (filler === null) {
+    if (clause !== null) return null; // "password for user bob rejected": no value named
+    filler = matchAt(PROSE_GAP, text, position);
+    if (filler === null) return null;
+  }
+  const value = matchAt(PROSE_VALUE, text, filler.index + filler[0].length);
+  return value === null ? null : [value, false];
+}
+
+function isProseValue(word: string, quoted: boolean): boolean {
+  if (!word || "([{<".includes(word[0] as string) || !/[\p{L}\p{N}]/u.test(word)) {
+    return false; // "(expired)", "-", "<path>": prose or a marker, not a secret
+  }
+  if (quoted) return true; // a literal, even 'api key': the cap may cut it to 'api…' next time
+  return !SCHEME_WORDS.has(word.toLowerCase()) && !WHOLE_PROSE_KEY.test(word);
+}
+
+/** A digit, a symbol, odd mixed case or a long letter run: no English word looks so. */
+function isSecretShaped(word: string): boolean {
+  const characters = Array.from(word);
+  if (!isAlpha(word) || characters.length >= MIN_LETTER_RUN) return true;
+  if (isLower(word) || isUpper(word) || isTitle(word)) return false;
+  // CamelCase names ("TokenExpiredError") start upper and put a lower after each upper.
+  const camel =
+    isUpperCharacter(characters[0] as string) &&
+    !characters.some(
+      (character, at) =>
+        at + 1 < characters.length &&
+        isUpperCharacter(character) &&
+        !isLowerCharacter(characters[at + 1] as string),
+    );
+  return !camel || isUpperCharacter(characters.at(-1) as string);
+}
+
+/** The punctuation that ends `word`, never part of a marker inside it. */
+function trailing(word: string): string {
+  const ends = MARKERS.filter((marker) => word.includes(marker)).map(
+    (marker) => word.lastIndexOf(marker) + marker.length,
+  );
+  const body = word.slice(Math.max(0, ...ends));
+  return body.slice(stripTrailing(body, PROSE_TRAILING).length);
+}
+
+function withoutMarkers(word: string): string {
+  for (const marker of MARKERS) word = word.replaceAll(marker, "");
+  return word;
+}
+
+function isStop(word: string): boolean {
+  return PROSE_STOP_WORDS.has(word.toLowerCase());
 }
 
 function redactOpaque(match: string): string {
@@ -212,9 +440,27 @@ function replaceKeepingPunctuation(pattern: RegExp, marker: string, text: string
 }
 
 function splitTrailing(text: string): [string, string] {
+  const core = stripTrailing(text, TRAILING_PUNCTUATION);
+  return [core, text.slice(core.length)];
+}
+
+/** Python's str.rstrip(characters), for ASCII `characters`. */
+function stripTrailing(text: string, characters: string): string {
   let end = text.length;
-  while (end > 0 && TRAILING_PUNCTUATION.includes(text[end - 1] as string)) end--;
-  return [text.slice(0, end), text.slice(end)];
+  while (end > 0 && characters.includes(text[end - 1] as string)) end--;
+  return text.slice(0, end);
+}
+
+/** Python's pattern.search(text, position): the first match at or after `position`. */
+function searchAt(pattern: RegExp, text: string, position: number): RegExpExecArray | null {
+  pattern.lastIndex = position; // a "g" pattern
+  return pattern.exec(text);
+}
+
+/** Python's pattern.match(text, position): a match that starts at `position`. */
+function matchAt(pattern: RegExp, text: string, position: number): RegExpExecArray | null {
+  pattern.lastIndex = position; // a "y" pattern
+  return pattern.exec(text);
 }
 
 /** Python's str.partition: before, separator (or ""), after. */
@@ -236,20 +482,68 @@ function cap(text: string, maxChars: number, cut: boolean): string {
   return head.replace(/ +$/u, "") + ELLIPSIS;
 }
 
-// Python's str predicates on the ASCII-only credential (its pattern admits no other letter
-// but the two that case-fold to ASCII, "ſ" and the Kelvin sign, which the \p tests cover).
+/** A pattern for a lowercase ASCII word that matches it as Python's re.IGNORECASE does. */
+function anyCase(word: string): string {
+  return word.replace(
+    /[a-z]/gu,
+    (letter) => `[${letter}${OTHER_CASES[letter] ?? letter.toUpperCase()}]`,
+  );
+}
+
+// Python's str predicates: str.isalpha() is \p{L}; a character is upper or lower by the
+// Unicode Uppercase and Lowercase properties, title by the Lt category.
 function isAlpha(text: string): boolean {
   return /^\p{L}+$/u.test(text);
 }
 
-function isLower(text: string): boolean {
-  return text === text.toLowerCase() && text !== text.toUpperCase();
+function isUpperCharacter(character: string): boolean {
+  return /^\p{Uppercase}$/u.test(character);
 }
 
+function isLowerCharacter(character: string): boolean {
+  return /^\p{Lowercase}$/u.test(character);
+}
+
+function isTitleCharacter(character: string): boolean {
+  return /^\p{Lt}$/u.test(character);
+}
+
+/** Python's str.islower(): a cased character, and none upper or title. */
+function isLower(text: string): boolean {
+  let cased = false;
+  for (const character of text) {
+    if (isUpperCharacter(character) || isTitleCharacter(character)) return false;
+    cased ||= isLowerCharacter(character);
+  }
+  return cased;
+}
+
+/** Python's str.isupper(): a cased character, and none lower or title. */
+function isUpper(text: string): boolean {
+  let cased = false;
+  for (const character of text) {
+    if (isLowerCharacter(character) || isTitleCharacter(character)) return false;
+    cased ||= isUpperCharacter(character);
+  }
+  return cased;
+}
+
+/** Python's str.istitle(): upper or title only after uncased, lower only after cased. */
 function isTitle(text: string): boolean {
-  const first = text.slice(0, 1);
-  const rest = text.slice(1);
-  return first !== first.toLowerCase() && (rest === "" || rest === rest.toLowerCase());
+  let cased = false;
+  let previousIsCased = false;
+  for (const character of text) {
+    if (isUpperCharacter(character) || isTitleCharacter(character)) {
+      if (previousIsCased) return false;
+      previousIsCased = cased = true;
+    } else if (isLowerCharacter(character)) {
+      if (!previousIsCased) return false;
+      previousIsCased = cased = true;
+    } else {
+      previousIsCased = false;
+    }
+  }
+  return cased;
 }
 
 function codePoints(text: string): string[] {

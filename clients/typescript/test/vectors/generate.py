@@ -95,14 +95,31 @@ MORE_REDACTION_INPUTS = [
     ("Authorization: token ghp_abcdefghijklmnopqrstuvwxyz0123456789", 300),
     ("./relative ../up ~/home .\\win ..\\winup", 300),
     ("-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjE -----END OPENSSH PRIVATE KEY-----", 300),
+    # Prose, and Python's re.IGNORECASE, which takes "İ" and "ı" for "i" (JavaScript's /iu
+    # does not) and no combining mark for a letter (/iu takes U+0345 for one).
+    ("password İs x apı_key=x1 basıc abc123 PİN 4921 sessıon ıd 4f9a2c", 300),
+    ("x\u0345password=abc x\u0345basic abc123 \u0345token tkn9f8e7", 300),
+    ("paſſword swordfish pa\u017f\u017fword=x \u212aey=1 api \u212aey k3y", 300),
+    ("PASSWORD=[redacted] password=[redacted] token [redacted]x", 300),
+    ("Basic Basic x1 Bearer bearer Basic dXNl password: Basic/x.txt", 300),
+    ("Bearer abc.def.ghiftp://h/x.42 token: Bearer… pwd=Basic@x", 300),
+    ("token hUnTeR TokenExpiredError TokenExpireD ǅungla ΣΑΣ McDonald iPhone", 300),
+    ("password ǅungla, password Ǆ, password ǆ. password ª! token x" + "y" * 19, 300),
+    ('\'get_token\': disk full "pin": "4921" \'token\': [REDACTED] "otp":883921', 300),
+    ("[REDACTED],api key x1 password <path>/x password a@<path>. token (x1)", 300),
+    ("password for user bob rejected; token of account ci-bot: t1 secret set to s3t", 300),
+    ("password is too short, password OK, password oK, password o\u212a", 300),
+    ("my password is Tr0ub4dor&3. the token is swordfish", 24),
 ]
 
 
 def redaction_inputs() -> list[tuple[str, int]]:
     """The Python suite's own cases, then more that a port to another language may miss."""
     from tests.test_redact import EXACT, GONE_AND_KEPT
+    from tests.test_redact_prose import SECRETS, SURVIVORS
 
     cases = [(case[1], 300) for case in EXACT] + [(case[1], 300) for case in GONE_AND_KEPT]
+    cases += [(case[1], 300) for case in SECRETS] + [(text, 300) for text in SURVIVORS]
     return cases + MORE_REDACTION_INPUTS
 
 
