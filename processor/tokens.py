@@ -17,7 +17,7 @@ import hmac
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +32,16 @@ def bearer_token(authorization: str | None) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` value, or None."""
     if authorization and authorization[: len(BEARER)].lower() == BEARER:
         return authorization[len(BEARER) :].strip() or None
+    return None
+
+
+def metadata_bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | None:
+    """The token of the first bearer ``authorization`` entry of gRPC metadata, or None."""
+    for key, value in metadata or ():
+        if key.lower() == "authorization" and isinstance(value, str):
+            token = bearer_token(value)
+            if token is not None:
+                return token
     return None
 
 

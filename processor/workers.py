@@ -54,7 +54,6 @@ class Worker:
     index: int
     process: BaseProcess
     telemetry_port: int = 0
-    restarts: int = 0
 
 
 def worker_main(config: ServiceConfig, index: int, report: Connection) -> None:
@@ -153,7 +152,7 @@ class Supervisor:
             ports["advisories"] = split_endpoint(config.advisories.endpoint)[1]
         return ports
 
-    async def _spawn(self, index: int, restarts: int = 0) -> Worker | None:
+    async def _spawn(self, index: int) -> Worker | None:
         receive, send = self._context.Pipe(duplex=False)
         process = self._context.Process(
             target=worker_main,
@@ -167,7 +166,7 @@ class Supervisor:
         if ports is None:
             log.error("worker %d did not start (exit status %s)", index, process.exitcode)
             return None
-        return Worker(index, process, ports.get("telemetry", 0), restarts)
+        return Worker(index, process, ports.get("telemetry", 0))
 
     async def _serve_telemetry(self) -> None:
         telemetry = self.config.telemetry
@@ -244,7 +243,7 @@ class Supervisor:
                     worker.process.exitcode,
                 )
                 await asyncio.sleep(RESTART_DELAY_S)
-                again = await self._spawn(worker.index, worker.restarts + 1)
+                again = await self._spawn(worker.index)
                 if again is not None:
                     self._workers[slot] = again
 

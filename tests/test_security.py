@@ -218,6 +218,36 @@ def test_spans_naming_another_tenant_change_nothing_for_that_tenant() -> None:
             globex.close()
 
 
+def test_another_tenants_copy_of_a_span_neither_hides_nor_pairs_with_it() -> None:
+    """A hostile sender replays a victim's span ids first, under its own token: the
+    victim's spans are still read (not dropped as duplicates), and each tenant's
+    circuits stand on its own spans alone."""
+    with running(TOKENS, TOKEN_AUTH) as service:
+        acme = Client(advisory_port(service), "tokA")
+        globex = Client(advisory_port(service), "tokB")
+        try:
+            turns = [new_turn() for _ in range(3)]
+            for token in ("tokB", "tokA"):  # the same trace and span ids, globex's first
+                for index, turn in enumerate(turns):
+                    request = failing_call(index, turn=turn)
+                    raw_export(
+                        service.grpc_endpoint, request, (("authorization", f"Bearer {token}"),)
+                    )
+            for client in (acme, globex):
+                wait_until(lambda c=client: ("payments", "payments") in open_circuits(c))
+            assert service.metric("mcp_breaker_duplicate_spans_total") == 0
+            calls = {
+                advisory.tenant: advisory.evidence.calls
+                for client in (acme, globex)
+                for advisory in client.state().advisories
+                if advisory.scope == pb.SCOPE_SERVER
+            }
+            assert calls == {"acme": 3, "globex": 3}
+        finally:
+            acme.close()
+            globex.close()
+
+
 def test_with_span_tenant_match_a_resource_naming_another_tenant_is_not_read() -> None:
     hop = CaptureCollector().start()
     try:

@@ -12,13 +12,13 @@ import logging
 import grpc
 
 from processor.advisories import convert
-from processor.advisories.auth import bearer_token
 from processor.advisories.service import MAX_NAME_CHARS, AdvisoryService, text_argument
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.engines.breaker import NO_SERVER
 from processor.engines.circuit import CircuitKey, Scope, State
 from processor.state.events import Force, Release
+from processor.tokens import metadata_bearer_token
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class AdminServicer(pb_grpc.AdminServicer):
         self.service = service
 
     async def _admin(self, context: grpc.aio.ServicerContext, action: str) -> None:
-        token = bearer_token(context.invocation_metadata())
+        token = metadata_bearer_token(context.invocation_metadata())
         if not token:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "an admin token is required")
         if not self.service.auth.is_admin(token):

@@ -8,22 +8,11 @@ tenant and peer address only.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable
 
 from processor.config import AdvisoriesConfig
 from processor.tokens import TokenMap
 
 DEFAULT_TENANT = ""
-BEARER = "bearer "
-
-
-def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | None:
-    for key, value in metadata or ():
-        is_bearer = isinstance(value, str) and value[: len(BEARER)].lower() == BEARER
-        if key.lower() == "authorization" and is_bearer:
-            assert isinstance(value, str)
-            return value[len(BEARER) :].strip()
-    return None
 
 
 class Authenticator:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from processor.advisories import convert
-from processor.advisories.auth import Authenticator, bearer_token
+from processor.advisories.auth import Authenticator
 from processor.advisories.check import Checker, CheckResult, HalfOpen, Verdict
 from processor.advisories.hub import AdvisoryHub, Audience, Change
 from processor.advisories.model import TURN_BLOCKED, Advisory
@@ -38,7 +38,7 @@ from processor.engines.circuit import State, Transition
 from processor.engines.roster import RosterFinding
 from processor.errors import IllegalTransition
 from processor.state.events import Force, Release
-from processor.tokens import TokenMap
+from processor.tokens import TokenMap, metadata_bearer_token
 
 SharedProbes = Callable[[list[str], int, float], Awaitable[int]]
 """(half-open circuits as "circuit:period" names, permits, lease seconds) -> a permit on
@@ -241,7 +241,7 @@ class AdvisoryService:
 
 
 async def _tenant(service: AdvisoryService, context: grpc.aio.ServicerContext) -> str:
-    tenant = service.auth.tenant(bearer_token(context.invocation_metadata()))
+    tenant = service.auth.tenant(metadata_bearer_token(context.invocation_metadata()))
     if tenant is None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, "a valid bearer token is required")
     assert tenant is not None
@@ -251,7 +251,7 @@ async def _tenant(service: AdvisoryService, context: grpc.aio.ServicerContext) -
 async def _slot(service: AdvisoryService, tenant: str, context: grpc.aio.ServicerContext) -> Slot:
     """A slot for one more stream, or RESOURCE_EXHAUSTED naming the limit it would pass.
     The caller: the bearer token, or without tokens the peer's host."""
-    token = None if service.auth.open else bearer_token(context.invocation_metadata())
+    token = None if service.auth.open else metadata_bearer_token(context.invocation_metadata())
     try:
         return service.slots.take(tenant, caller_of(token, context.peer()))
     except Refused as refused:

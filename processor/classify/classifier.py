@@ -179,7 +179,6 @@ class Classifier:
         self.undecided = {}
         self.duplicates = []
         events: list[Event] = []
-        tenant_key = self.config.tenant_attribute
         for resource_spans in request.resource_spans:
             resource: dict[str, AttributeValue] | None = None
             for scope_spans in resource_spans.scope_spans:
@@ -195,7 +194,7 @@ class Classifier:
                     self._clamp_times(span_view)
                     reading = read(span_view, self._patterns)
                     if reading is not None:
-                        self._cut_names(reading, resource.get(tenant_key))
+                        self._cut_names(reading)
                         self.spans[span.span_id] = span
                         events.extend(self._take(reading))
         events.extend(self.expire(now))
@@ -240,7 +239,7 @@ class Classifier:
             self.stats.clamped_times += 1
             span.start_ns, span.end_ns = start, end
 
-    def _cut_names(self, reading: Reading, tenant: object) -> None:
+    def _cut_names(self, reading: Reading) -> None:
         """Names as long as classify.max_name_chars at most, and encodable (a name read
         from JSON may hold a lone surrogate, which no wire and no log can carry), before
         anything keeps them."""

@@ -70,12 +70,13 @@ class ConnectionLimit:
 
 
 class _Counted(asyncio.Protocol):
-    __slots__ = ("_inner", "_limit", "_transport", "active_at", "busy")
+    __slots__ = ("_admitted", "_inner", "_limit", "_transport", "active_at", "busy")
 
     def __init__(self, inner: asyncio.BaseProtocol, limit: ConnectionLimit) -> None:
         self._inner = inner
         self._limit = limit
         self._transport: asyncio.BaseTransport | None = None
+        self._admitted = False  # the handler saw connection_made, so it hears of the end
         self.active_at = 0.0
         self.busy = 0  # requests being handled on this connection
 
@@ -90,12 +91,13 @@ class _Counted(asyncio.Protocol):
             transport.close()  # no handler ever sees it; nothing was read or written
             return
         self._transport = transport
+        self._admitted = True
         self._inner.connection_made(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         transport, self._transport = self._transport, None
         self._limit._release(transport)
-        if self.active_at:  # the handler saw connection_made: it hears of the end too
+        if self._admitted:
             self._inner.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:

@@ -18,7 +18,7 @@ from processor.otlp import SERVICE_NAME, STATUS_DETAILS_KEY
 from processor.receive.gate import Gate, grpc_common_name
 from processor.receive.intake import Intake, IntakeOutcome, Transport
 from processor.sender import Sender
-from processor.tokens import bearer_token
+from processor.tokens import metadata_bearer_token
 
 
 def _status_metadata(code: int, message: str, detail: Message) -> tuple[tuple[str, bytes], ...]:
@@ -43,13 +43,6 @@ def bad_request_metadata(message: str) -> tuple[tuple[str, bytes], ...]:
     return _status_metadata(code_pb2.INVALID_ARGUMENT, message, detail)
 
 
-def _authorization(context: grpc.aio.ServicerContext) -> str | None:
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization" and isinstance(value, str):
-            return value
-    return None
-
-
 def trace_service_handler(intake: Intake, gate: Gate | None = None) -> grpc.GenericRpcHandler:
     async def export(payload: bytes, context: grpc.aio.ServicerContext) -> bytes:
         peer = str(context.peer() or "")
@@ -58,7 +51,7 @@ def trace_service_handler(intake: Intake, gate: Gate | None = None) -> grpc.Gene
         else:
             admitted = gate.admit(
                 peer,
-                bearer_token(_authorization(context)),
+                metadata_bearer_token(context.invocation_metadata()),
                 grpc_common_name(context.auth_context()),
             )
             if not isinstance(admitted, Sender):
