@@ -10,11 +10,16 @@ already carries is never overwritten.
 
 What is written on a span is remembered (``AnnotationMemory``), so a later copy of the same
 span (an exporter's retry) goes out with the same attributes (``restore``).
+
+Most calls are decided alike (ok, closed, not dead, enforced), so the attributes of each
+shape of decision are built once (``_Shapes``) as an ``Annotation``: the mapping, and a
+span carrying it that is merged into each span in one call (setting the attributes one by
+one from Python costs several times more).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
@@ -31,8 +36,45 @@ ROSTER_PREFIX = "mcp.roster."
 Value = str | bool | int
 
 
+class Annotation(dict[str, Value]):
+    """Attributes to write on a span, and ``carrier``: a span holding only them, in order,
+    to merge into a span that has none of them yet. Shared by every span given the same
+    attributes (``_Shapes``), so never changed once built."""
+
+    __slots__ = ("carrier",)
+
+    def __init__(self, values: Mapping[str, Value]) -> None:
+        super().__init__(values)
+        self.carrier = Span()
+        _add_each(self.carrier, self.items())
+
+
+class _Shapes:
+    """The annotation of each shape of finding, built once. Bounded: a shape carries
+    values a sender chooses (fingerprints, tool names), so when full it starts over."""
+
+    def __init__(self, max_shapes: int) -> None:
+        self._max_shapes = max_shapes
+        self._built: dict[Hashable, Annotation] = {}
+
+    def get(self, shape: Hashable, build: Callable[[], dict[str, Value]]) -> Annotation:
+        annotation = self._built.get(shape)
+        if annotation is None:
+            if len(self._built) >= self._max_shapes:
+                self._built.clear()
+            annotation = self._built[shape] = Annotation(build())
+        return annotation
+
+
+MAX_SHAPES = 4096
+_decisions = _Shapes(MAX_SHAPES)
+_undecided = _Shapes(MAX_SHAPES)
+_listings = _Shapes(MAX_SHAPES)
+
+
 def verdict_values(verdict: Verdict) -> dict[str, Value]:
-    """What a verdict says, whether the breaker has decided the call yet or not."""
+    """What a verdict says, whether the breaker has decided the call yet or not. (Read
+    from these four fields alone: they are what the shapes below are keyed by.)"""
     values: dict[str, Value] = {"outcome": verdict.outcome.value}
     if verdict.failure_class is not None:
         values["failure_class"] = verdict.failure_class.value
@@ -43,7 +85,28 @@ def verdict_values(verdict: Verdict) -> dict[str, Value]:
     return values
 
 
-def decision_attributes(decision: CallDecision) -> dict[str, Value]:
+def decision_attributes(decision: CallDecision) -> Annotation:
+    call = decision.call
+    verdict = call.verdict
+    # Everything the attributes are built from (the excerpt is not written).
+    shape = (
+        verdict.outcome,
+        verdict.failure_class,
+        verdict.origin,
+        verdict.neutral_reason,
+        decision.state,
+        decision.dead_call,
+        decision.enforced,
+        call.fingerprint,
+        decision.rule,
+        decision.repeat_of,
+        len(decision.revised),
+        decision.stale_roster,
+    )
+    return _decisions.get(shape, lambda: _decision_attributes(decision))
+
+
+def _decision_attributes(decision: CallDecision) -> dict[str, Value]:
     call = decision.call
     values = verdict_values(call.verdict)
     values.update(state=decision.state, dead_call=decision.dead_call, enforced=decision.enforced)
@@ -63,14 +126,25 @@ def decision_attributes(decision: CallDecision) -> dict[str, Value]:
     return attributes
 
 
-def undecided_attributes(verdict: Verdict, fate: SpanFate) -> dict[str, Value]:
+def undecided_attributes(verdict: Verdict, fate: SpanFate) -> Annotation:
+    shape = (verdict.outcome, verdict.failure_class, verdict.origin, verdict.neutral_reason, fate)
+    return _undecided.get(shape, lambda: _undecided_attributes(verdict, fate))
+
+
+def _undecided_attributes(verdict: Verdict, fate: SpanFate) -> dict[str, Value]:
     values = verdict_values(verdict)
     if fate is SpanFate.PENDING:
         values["pending"] = True
     return {PREFIX + key: value for key, value in values.items()}
 
 
-def roster_attributes(finding: RosterFinding) -> dict[str, Value]:
+def roster_attributes(finding: RosterFinding) -> Annotation:
+    values = _roster_values(finding)
+    # The values are few and plain: they are their own shape.
+    return _listings.get(tuple(values.items()), lambda: _prefixed(ROSTER_PREFIX, values))
+
+
+def _roster_values(finding: RosterFinding) -> dict[str, Value]:
     values: dict[str, Value] = {"state": finding.state.value}
     if finding.missing_attributes:
         values["missing_attributes"] = ",".join(finding.missing_attributes)
@@ -86,7 +160,11 @@ def roster_attributes(finding: RosterFinding) -> dict[str, Value]:
         values["startup_race"] = health.startup_race
     if finding.stale_tools:
         values["stale_tools"] = ",".join(finding.stale_tools)
-    return {ROSTER_PREFIX + key: value for key, value in values.items()}
+    return values
+
+
+def _prefixed(prefix: str, values: Mapping[str, Value]) -> dict[str, Value]:
+    return {prefix + key: value for key, value in values.items()}
 
 
 def annotate(
@@ -145,9 +223,14 @@ def _add(
 
 def _write(span: Span, attributes: Mapping[str, object]) -> None:
     present = {kv.key for kv in span.attributes}
-    for key, value in attributes.items():
-        if key in present:
-            continue
+    if isinstance(attributes, Annotation) and present.isdisjoint(attributes):
+        span.MergeFrom(attributes.carrier)  # appends them all, in order, in one call
+        return
+    _add_each(span, ((k, v) for k, v in attributes.items() if k not in present))
+
+
+def _add_each(span: Span, attributes: Iterable[tuple[str, object]]) -> None:
+    for key, value in attributes:
         # Set in place: building an AnyValue to copy in costs as much again.
         item = span.attributes.add(key=key)
         if isinstance(value, bool):

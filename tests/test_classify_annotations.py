@@ -7,8 +7,12 @@ through the real Pipeline, then the memory's bounds on a fake clock.
 
 from __future__ import annotations
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from dataclasses import replace
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from processor import enrich
 from processor.classify.annotations import AnnotationMemory
 from processor.classify.classifier import Classifier
 from processor.config import BreakerConfig, ClassifyConfig
@@ -76,3 +80,57 @@ def test_two_writes_on_one_span_are_both_kept() -> None:
         "mcp.breaker.outcome": "failed",
         "mcp.roster.stale": True,
     }
+
+
+def _one_by_one(span: Span, attributes: dict[str, enrich.Value]) -> None:
+    """What enrich writes, spelled out: each attribute the span lacks, in order."""
+    present = {kv.key for kv in span.attributes}
+    for key, value in attributes.items():
+        if key in present:
+            continue
+        item = span.attributes.add(key=key)
+        if isinstance(value, bool):
+            item.value.bool_value = value
+        elif isinstance(value, int):
+            item.value.int_value = value
+        else:
+            item.value.string_value = str(value)
+
+
+def test_an_annotation_merged_in_writes_what_setting_each_attribute_would() -> None:
+    """The shared ``Annotation`` is merged into a span in one call; a span that already
+    carries one of its keys keeps its own value and gets the rest, as before."""
+    values: dict[str, enrich.Value] = {
+        "mcp.breaker.outcome": "failed",
+        "mcp.breaker.dead_call": True,
+        "mcp.breaker.late_repeats": 2,
+        "mcp.breaker.fingerprint": "f1",
+    }
+    for carried in ((), ("other",), ("mcp.breaker.dead_call",), ("mcp.breaker.outcome",)):
+        expected, written = Span(name="x"), Span(name="x")
+        for span in (expected, written):
+            for key in carried:
+                span.attributes.add(key=key).value.string_value = "theirs"
+        _one_by_one(expected, values)
+        enrich._write(written, enrich.Annotation(values))
+        assert written.SerializeToString() == expected.SerializeToString()
+        # A plain mapping (two annotations of one span, merged in the memory) as well.
+        again = Span(name="x")
+        for key in carried:
+            again.attributes.add(key=key).value.string_value = "theirs"
+        enrich._write(again, dict(values))
+        assert again.SerializeToString() == expected.SerializeToString()
+
+
+def test_calls_decided_alike_share_one_annotation() -> None:
+    run, sink, _ = pipeline(BreakerConfig())
+    run(make_request(*[call_span(i, spec) for i, spec in enumerate(SEED_TURN[:4])]))
+    shapes = {
+        id(enrich.decision_attributes(d))
+        for d in sink.decisions
+        if not d.dead_call and d.call.fingerprint is None
+    }
+    assert len(shapes) <= 1
+    a, b = sink.decisions[0], replace(sink.decisions[0])
+    assert enrich.decision_attributes(a) is enrich.decision_attributes(b)
+    assert enrich.decision_attributes(a) == enrich._decision_attributes(a)

@@ -103,6 +103,8 @@ class AdvisoryHub:
     # -- changes in -------------------------------------------------------------------------
     def observe(self, decision: CallDecision, now_s: float) -> list[Change]:
         """The changes a call's decision makes: circuits that moved, a turn block opened."""
+        if changes_nothing(decision):
+            return []
         latest: dict[CircuitKey, Transition] = {}
         for transition in decision.transitions:
             latest[transition.key] = transition
@@ -268,6 +270,14 @@ class AdvisoryHub:
             if advisory is not None and advisory.blocking:
                 return advisory
         return None
+
+
+def changes_nothing(finding: CallDecision | RosterFinding) -> bool:
+    """A finding no advisory can follow from: a decision that moved no circuit and opened
+    no turn block, a listing in no collapse. Most are; the sink lets them go at once."""
+    if isinstance(finding, RosterFinding):
+        return finding.collapse is None
+    return not finding.transitions and finding.opened_block is None
 
 
 def _since(advisory: Advisory) -> float:

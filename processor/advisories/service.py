@@ -25,7 +25,7 @@ import grpc
 from processor.advisories import convert
 from processor.advisories.auth import Authenticator
 from processor.advisories.check import Checker, CheckResult, HalfOpen, Verdict
-from processor.advisories.hub import AdvisoryHub, Audience, Change
+from processor.advisories.hub import AdvisoryHub, Audience, Change, changes_nothing
 from processor.advisories.model import TURN_BLOCKED, Advisory
 from processor.advisories.slots import Limits, Refused, Slot, Slots, caller_of
 from processor.advisories.v1 import advisories_pb2 as pb
@@ -166,7 +166,10 @@ class AdvisoryService:
         self.operator: Callable[[Force | Release], Awaitable[list[Transition]]] = self._operate
 
     def __call__(self, finding: object) -> None:
-        self.observe(finding)
+        # Most of what the pipeline hands over changes no advisory (a raw event: its
+        # decision or finding follows), so it is let go before the hub is asked.
+        if isinstance(finding, (CallDecision, RosterFinding)) and not changes_nothing(finding):
+            self.observe(finding)
 
     def observe(
         self, finding: object, *, position: int | None = None, now_s: float | None = None

@@ -9,8 +9,8 @@ export timed out retries the whole request, though we took it the first time. So
 by trace and span id, and written again on a later copy of the same span.
 
 Bounded in entries and in age, like the classifier's memory of the spans it has seen. An
-entry holds the very mapping enrich wrote from (shared by the spans of one call), so
-keeping it costs a dictionary slot, not a copy.
+entry holds the very mapping enrich wrote from (shared by every span given the same
+attributes, and never changed), so keeping it costs a dictionary slot, not a copy.
 """
 
 from __future__ import annotations

@@ -85,5 +85,15 @@ def call_evidence(call: ToolCall) -> CallEvidence:
     return _EVIDENCE_OF_ORIGIN[origin or FailureOrigin.TOOL]
 
 
+# The rule of each (outcome, failure class, origin): every call asks, the answer depends
+# on these three alone, and they take few values.
+_BLAME_OF: dict[tuple[Outcome, FailureClass | None, FailureOrigin | None], BlameRule] = {}
+
+
 def blame(call: ToolCall) -> BlameRule:
-    return BLAME_RULES[call_evidence(call)]
+    verdict = call.verdict
+    shape = (verdict.outcome, verdict.failure_class, verdict.origin)
+    rule = _BLAME_OF.get(shape)
+    if rule is None:
+        rule = _BLAME_OF[shape] = BLAME_RULES[call_evidence(call)]
+    return rule

@@ -51,6 +51,7 @@ _SEVERITY = {
     State.FORCED_OPEN: 4,
 }
 _FORCED = (State.FORCED_OPEN, State.FORCED_CLOSED)
+_STATE_VALUE = {state: state.value for state in State}  # .value is a property: slower
 _IN_THE_WAY = (State.OPEN, State.HALF_OPEN, State.FORCED_OPEN)  # a rule governed the call
 NO_SERVER = "-"  # the server part of a key when no server could be named
 
@@ -107,6 +108,7 @@ class Breaker:
         # The tool circuits held for each (tenant, server): the blast radius reads these.
         self._tools_of: dict[tuple[str, str], set[CircuitKey]] = {}
         self.reorder = ReorderWindow(config.reorder_window_s, config.reorder_max_calls)
+        self._keys_of: dict[tuple[str, str | None, str], tuple[CircuitKey | None, CircuitKey]] = {}
         # The latest span time any call carried: the breaker's own "now" for readers
         # between calls (a replay of old spans keeps its own clock).
         self.latest_s = 0.0
@@ -114,25 +116,29 @@ class Breaker:
     # -- the decision -----------------------------------------------------------------
     def observe(self, call: ToolCall) -> CallDecision:
         made_s = call.start_ns / NS_PER_S
-        self.latest_s = max(self.latest_s, call.end_ns / NS_PER_S)
+        ended_s = call.end_ns / NS_PER_S
+        if ended_s > self.latest_s:  # as max(), without the call: every call passes here
+            self.latest_s = ended_s
         self.reorder.prune(call.arrived_s)
-        server_key, tool_key = self._keys(call)
+        server_key, tool_key = self._keys(call.tenant, call.server, call.tool)
         transitions: list[Transition] = []
-        circuits = [self._circuit(k, call) for k in (server_key, tool_key) if k is not None]
+        if server_key is None:
+            circuits: tuple[Circuit, ...] = (self._circuit(tool_key, call),)
+        else:
+            circuits = (self._circuit(server_key, call), self._circuit(tool_key, call))
         for circuit in circuits:
             transitions += self.machine.advance(circuit, made_s)
         # As of when the call was made: a span that arrives after its circuit moved meets
         # the state of its own time.
-        state, governing = max(
-            ((c.state_as_of(made_s), c) for c in circuits), key=lambda sc: _SEVERITY[sc[0]]
-        )
+        state, governing = _governing(circuits, made_s)
         # A probe permit is for a call made now; a late call is judged by the state alone.
         late = made_s < governing.changed_s
         permit = Permit.DENY if state in BLOCKING else Permit.ALLOW
-        decisive = call.outcome is not Outcome.NEUTRAL and call.outcome is not Outcome.UNKNOWN
+        outcome = call.verdict.outcome
+        decisive = outcome is not Outcome.NEUTRAL and outcome is not Outcome.UNKNOWN
         if decisive and not late:
             permit, _ = self.machine.permit(governing, made_s)
-        dead_across = call.outcome is not Outcome.NEUTRAL and permit is Permit.DENY
+        dead_across = outcome is not Outcome.NEUTRAL and permit is Permit.DENY
         probe = governing.key.scope if permit is Permit.PROBE else None
         rule = None
         if dead_across or state in _IN_THE_WAY:
@@ -148,7 +154,7 @@ class Breaker:
         else:
             decision = CallDecision(
                 call=call,
-                state=state.value,
+                state=_STATE_VALUE[state],
                 rule=rule,
                 key=governing.key.name if rule else "",
                 dead_call=dead_across,
@@ -163,8 +169,11 @@ class Breaker:
                 opened_block=turn.placed,
                 probe=probe,
             )
-        revised = self._revise(turn.placed, call, transitions)
-        if call.outcome is not Outcome.NEUTRAL:
+        # Most calls open no block and move no circuit: nothing they could revise.
+        revised: tuple[CallDecision, ...] = ()
+        if turn.placed is not None or transitions:
+            revised = self._revise(turn.placed, call, transitions)
+        if outcome is not Outcome.NEUTRAL:
             keys = (
                 (turn_key(call), tool_key, server_key) if server_key else (turn_key(call), tool_key)
             )
@@ -261,27 +270,31 @@ class Breaker:
     ) -> list[Transition]:
         """The call's outcome, into the circuits it is evidence about (``blame.py``)."""
         counts = blame(call)
-        if counts.tool is Count.NOTHING and counts.server is Count.NOTHING:
+        nothing, against = Count.NOTHING, Count.FAILURE  # each read off the enum once
+        if counts.tool is nothing and counts.server is nothing:
             return []
         at_s = call.end_ns / NS_PER_S
-        failure = FailureRecord(
-            at_s=at_s,
-            trace_id=call.trace_id,
-            span_id=call.span_ids[0],
-            failure_class=(call.failure_class or FailureClass.TOOL_ERROR).value,
-            excerpt=call.verdict.error_excerpt,
-        )
+        # Only a failure is kept as evidence: a success is not worth building one for.
+        failure = None
+        if counts.tool is against or counts.server is against:
+            failure = FailureRecord(
+                at_s=at_s,
+                trace_id=call.trace_id,
+                span_id=call.span_ids[0],
+                failure_class=(call.failure_class or FailureClass.TOOL_ERROR).value,
+                excerpt=call.verdict.error_excerpt,
+            )
         events: list[Transition] = []
-        if server_key is not None and counts.server is not Count.NOTHING:
+        if server_key is not None and counts.server is not nothing:
             server = self._circuit(server_key, call)
-            failed = counts.server is Count.FAILURE
+            failed = counts.server is against
             events += self.machine.record(server, failed, at_s, failure)
-        if counts.tool is not Count.NOTHING:
+        if counts.tool is not nothing:
             tool = self._circuit(tool_key, call)
-            failed = counts.tool is Count.FAILURE
+            failed = counts.tool is against
             moved = self.machine.record(tool, failed, at_s, failure)
             events += moved
-            if server_key is not None and any(t.target is State.OPEN for t in moved):
+            if server_key is not None and moved and any(t.target is State.OPEN for t in moved):
                 events += self._blast_radius(server_key, tool, at_s)
         return events
 
@@ -309,13 +322,12 @@ class Breaker:
     # -- reading the state --------------------------------------------------------------
     def blocking(self, server: str | None, tool: str, tenant: str = "") -> bool:
         """Is the tool's or its server's circuit open now (the latest span time seen)?"""
-        keys = [CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}", tenant)]
-        if server:
-            keys.append(CircuitKey(Scope.SERVER, server, tenant))
-        return any(
-            c is not None and self.machine.state_at(c, self.latest_s) in BLOCKING
-            for c in map(self.circuits.peek, keys)
-        )
+        server_key, tool_key = self._keys(tenant, server, tool)
+        for key in (tool_key, server_key):
+            circuit = self.circuits.peek(key) if key is not None else None
+            if circuit is not None and self.machine.state_at(circuit, self.latest_s) in BLOCKING:
+                return True
+        return False
 
     def server_out(self, server: str, tenant: str = "", now_s: float | None = None) -> bool:
         """Blast radius: more than ``blast_radius_ratio`` of a server's tools are open (as
@@ -331,15 +343,26 @@ class Breaker:
         open_tools = sum(1 for c in tools if self.machine.state_at(c, now_s) in BLOCKING)
         return open_tools / len(tools) > self.config.blast_radius_ratio
 
-    def _keys(self, call: ToolCall) -> tuple[CircuitKey | None, CircuitKey]:
-        server = call.server or NO_SERVER
-        tool = CircuitKey(Scope.TOOL, f"{server}/{call.tool}", call.tenant)
-        server_key = CircuitKey(Scope.SERVER, call.server, call.tenant) if call.server else None
-        return server_key, tool
+    def _keys(
+        self, tenant: str, server: str | None, tool: str
+    ) -> tuple[CircuitKey | None, CircuitKey]:
+        """The circuits of a call: its server's (when named) and its tool's. Made once per
+        tool: every call builds them, and making a key costs more than looking it up."""
+        named = (tenant, server, tool)
+        keys = self._keys_of.get(named)
+        if keys is None:
+            if len(self._keys_of) >= self.config.max_circuits:  # bounded like the circuits
+                self._keys_of.clear()
+            tool_key = CircuitKey(Scope.TOOL, f"{server or NO_SERVER}/{tool}", tenant)
+            server_key = CircuitKey(Scope.SERVER, server, tenant) if server else None
+            keys = self._keys_of[named] = (server_key, tool_key)
+        return keys
 
     def _circuit(self, key: CircuitKey, call: ToolCall | None = None) -> Circuit:
-        circuit = self.circuits.setdefault(key, lambda: Circuit(key))
-        if key.scope is Scope.TOOL and call is not None and call.server and not circuit.server:
+        circuit = self.circuits.get(key)  # almost always there: no maker to build
+        if circuit is None:
+            circuit = self.circuits.setdefault(key, lambda: Circuit(key))
+        if call is not None and not circuit.server and call.server and key.scope is Scope.TOOL:
             circuit.server = call.server
             self._tools_of.setdefault((key.tenant, call.server), set()).add(key)
         return circuit
@@ -375,6 +398,17 @@ class Breaker:
             excerpt=first.excerpt if first else "",
             retry_after_s=retry_after,
         )
+
+
+def _governing(circuits: tuple[Circuit, ...], made_s: float) -> tuple[State, Circuit]:
+    """The worst state among the call's circuits as of ``made_s``, and whose it is (the
+    server's on a tie: it comes first)."""
+    state, governing = circuits[0].state_as_of(made_s), circuits[0]
+    for circuit in circuits[1:]:
+        other = circuit.state_as_of(made_s)
+        if _SEVERITY[other] > _SEVERITY[state]:
+            state, governing = other, circuit
+    return state, governing
 
 
 def _refusal(call: ToolCall, key: CircuitKey, evidence: Evidence, forced_reason: str) -> str:

@@ -63,6 +63,7 @@ ALLOWED_TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
     }
 )
 BLOCKING = frozenset({State.OPEN, State.FORCED_OPEN})
+_LETS_THROUGH = (State.CLOSED, State.FORCED_CLOSED)  # every call, no permit needed
 
 
 class Scope(enum.StrEnum):
@@ -135,8 +136,11 @@ class Circuit:
 
     def state_as_of(self, at_s: float) -> State:
         """The state the circuit was in at ``at_s``, as far as its history reaches."""
+        history = self.history
+        if not history or history[-1][0] <= at_s:  # not moved since: most calls
+            return self.state
         state = self.state
-        for when, before in reversed(self.history):
+        for when, before in reversed(history):
             if when <= at_s:
                 break
             state = before
@@ -206,7 +210,8 @@ class CircuitMachine:
     def advance(self, circuit: Circuit, now_s: float) -> list[Transition]:
         """Time-driven moves: an open period or a manual override that has run out."""
         events: list[Transition] = []
-        circuit.last_s = max(circuit.last_s, now_s)
+        if now_s > circuit.last_s:  # as max(), without the call: every call passes here
+            circuit.last_s = now_s
         # Each move is dated when its time ran out, not when a span happened to notice.
         if circuit.state in _MANUAL and circuit.forced_until_s <= now_s:
             events.append(
@@ -238,7 +243,7 @@ class CircuitMachine:
 
     def permit(self, circuit: Circuit, now_s: float) -> tuple[Permit, int | None]:
         """May a call go ahead now? A probe comes with a lease id, to be returned."""
-        if circuit.state in (State.CLOSED, State.FORCED_CLOSED):
+        if circuit.state in _LETS_THROUGH:
             return Permit.ALLOW, None
         if circuit.state is State.HALF_OPEN and len(circuit.leases) < self.config.probe_permits:
             self._next_lease += 1

@@ -42,8 +42,12 @@ class ReorderWindow:
 
     def add(self, seen: Seen) -> None:
         self._order.append(seen)
+        by_key = self._by_key
         for key in seen.keys:
-            self._by_key.setdefault(key, deque()).append(seen)
+            queue = by_key.get(key)  # not setdefault: it would make a deque every time
+            if queue is None:
+                queue = by_key[key] = deque()
+            queue.append(seen)
         while len(self._order) > self._max_calls:
             self._drop_oldest()
 

@@ -59,6 +59,9 @@ class TurnVerdict:
     placed: Block | None = None
 
 
+_CLEAR = TurnVerdict(False, None)  # not a dead call, no block: shared, as it is frozen
+
+
 class TurnBreaker:
     def __init__(self, config: BreakerConfig) -> None:
         self.config = config
@@ -73,10 +76,12 @@ class TurnBreaker:
         if call.outcome is Outcome.NEUTRAL:
             # Not even a touch: a declined call must not keep a turn's blocks alive, or
             # move the clock that expires other turns (it would change their decisions).
-            return TurnVerdict(False, None)
+            return _CLEAR
         # Span time drives expiry, and idle time counts from the turn's latest call.
         blocks = self._turns.touch(turn_key(call), call.end_ns / NS_PER_S, dict)
         candidate = self._block_for(call) if call.outcome is Outcome.FAILED else None
+        if candidate is None and not blocks:  # most calls: nothing to meet, nothing to open
+            return _CLEAR
         # A failure earlier than the block of its own key is that key's first failure,
         # whatever arrived first: it takes the block's place instead of repeating it.
         placing = candidate is not None and _earlier(candidate, blocks.get(candidate.key))

@@ -62,6 +62,10 @@ REFUSED = "refused"  # the outcome label of a call an advisory kept the harness 
 MAX_CLOCK_SKEW_S = 60.0  # span clocks ahead of ours by more than this are not believed
 _PROBE_RESULT = {Trigger.PROBE_SUCCEEDED: "succeeded", Trigger.PROBE_FAILED: "failed"}
 _SEVERITY_ORDER = {State.FORCED_OPEN: 0, State.OPEN: 1, State.HALF_OPEN: 2}  # closed last
+# Label values of every call, looked up: an enum's .value is a property, read slowly.
+_OUTCOME_LABEL = {outcome: outcome.value for outcome in Outcome}
+_FAILURE_LABEL: dict[FailureClass | None, str] = {None: ""}
+_FAILURE_LABEL.update((failure, failure.value) for failure in FailureClass)
 
 
 class FindingMetrics(Collector):
@@ -115,24 +119,26 @@ class FindingMetrics(Collector):
             _bump(self._dead_found_late, (decision.rule.value if decision.rule else "",))
             self._dead_call(decision, server, tool, seconds, exemplar, now)
             return
-        failure = call.failure_class.value if call.failure_class else ""
+        verdict = call.verdict
+        failure = _FAILURE_LABEL[verdict.failure_class]
         # A call the harness did not make is not one that ran: apart, so failed / (ok +
         # failed) is a true error ratio.
-        refused = call.verdict.neutral_reason is NeutralReason.REFUSED_BY_ADVISORY
-        outcome = REFUSED if refused else call.outcome.value
+        refused = verdict.neutral_reason is NeutralReason.REFUSED_BY_ADVISORY
+        outcome = REFUSED if refused else _OUTCOME_LABEL[verdict.outcome]
         self._add(c.TOOL_CALLS, (server, tool, outcome, failure), now)
-        duration = self._table(c.CALL_DURATION).at((server, tool, outcome), now)
+        duration = self._tables[c.CALL_DURATION.name].at((server, tool, outcome), now)
         assert isinstance(duration, HistogramValue)
         duration.observe(seconds, exemplar)
-        if call.failure_class is FailureClass.HIDDEN:
+        if verdict.failure_class is FailureClass.HIDDEN:
             self._add(c.HIDDEN_FAILURES, (server, tool), now)
-        if call.outcome is Outcome.NEUTRAL and call.verdict.neutral_reason is not None:
-            self._add(c.NEUTRAL_CALLS, (server, tool, call.verdict.neutral_reason.value), now)
+        if verdict.outcome is Outcome.NEUTRAL and verdict.neutral_reason is not None:
+            self._add(c.NEUTRAL_CALLS, (server, tool, verdict.neutral_reason.value), now)
         if decision.dead_call:
             self._dead_call(decision, server, tool, seconds, exemplar, now)
         if decision.stale_roster:
             self._add(c.STALE_ROSTER, (label_value(call.harness), "offered_unknown"), now)
-        self.count_transitions(decision.transitions)
+        if decision.transitions:
+            self.count_transitions(decision.transitions)
         if decision.probe is not None:
             _bump(self._probes, (decision.probe.value, "granted"))
 
@@ -206,7 +212,7 @@ class FindingMetrics(Collector):
         amount: float = 1.0,
         exemplar: Exemplar | None = None,
     ) -> None:
-        value = self._table(spec).at(labels, now)
+        value = self._tables[spec.name].at(labels, now)  # as _table, one call less
         assert isinstance(value, CounterValue)
         value.add(amount, exemplar)
 

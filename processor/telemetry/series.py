@@ -33,9 +33,13 @@ def label_value(value: str | None) -> str:
     return (value or "")[:MAX_LABEL_VALUE_CHARS]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Exemplar:
-    """The trace behind a number: the latest span that moved the series."""
+    """The trace behind a number: the latest span that moved the series.
+
+    Never changed once made (``replace`` makes another), but not frozen: one is made for
+    every call, and a frozen dataclass sets each field through ``object.__setattr__``, at
+    several times the cost."""
 
     trace_id: str  # hex
     span_id: str  # hex
