@@ -12,20 +12,20 @@ import enum
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from cachetools import LRUCache, TTLCache
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from cachetools import LRUCache
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.dialects import (
+    NAME_PREFIXES,
+    NAME_SUFFIXES,
     READ_KEYS,
     READ_PREFIXES,
     Kind,
     Reading,
-    may_be_mcp,
     read,
 )
 from processor.classify.events import (
@@ -41,10 +41,11 @@ from processor.classify.events import (
 from processor.classify.fingerprint import fingerprint
 from processor.classify.listing import listing_counts
 from processor.classify.outcome import judge
-from processor.classify.recent import RecentKeys
+from processor.classify.recent import ExpiringKeys, RecentKeys
 from processor.classify.spanview import AttributeValue, SpanView, Wanted, read_attributes, view
 from processor.config import ClassifyConfig
 from processor.engines.turns import NS_PER_S
+from processor.sparse import RequestSpans
 
 SERVICE_NAME_KEY = "service.name"  # OpenTelemetry resource semantic conventions
 SERVER_SEPARATOR = "__"  # "playwright__browser_navigate": the server__tool convention
@@ -128,9 +129,7 @@ class Classifier:
         self._held: OrderedDict[int, _Pending] = OrderedDict()
         self._by_key: dict[PairKey, _Pending] = {}
         # Keys of halves still to come for calls already emitted: absorbed, not counted twice.
-        self._done: TTLCache[PairKey, bool] = TTLCache(
-            self.config.max_pending_calls * 2, self.config.pair_wait_s * 30, timer=self._clock
-        )
+        self._done = ExpiringKeys(self.config.max_pending_calls * 2, self.config.pair_wait_s * 30)
         self._seen = RecentKeys(self.config.max_seen_spans, self.config.seen_ttl_s)
         # Harness tool-call spans, and SDK client halves held under a parent span: an SDK
         # span nested under a harness span is the same call told twice (a harness that
@@ -148,9 +147,6 @@ class Classifier:
         self.undecided: dict[bytes, tuple[Verdict, SpanFate]] = {}
         self.stats = PairingStats()
 
-    def _clock(self) -> float:
-        return self._now
-
     @property
     def pending_calls(self) -> int:
         return len(self._held)
@@ -161,7 +157,7 @@ class Classifier:
 
     def classify(
         self,
-        request: ExportTraceServiceRequest,
+        request: RequestSpans,
         now: float,
         *,
         tenant: str | None = None,
@@ -179,23 +175,33 @@ class Classifier:
         self.undecided = {}
         self.duplicates = []
         events: list[Event] = []
+        # Locals: the loop below runs for every span of the request.
+        wanted, patterns, found = self._wanted, self._patterns, self.spans
         for resource_spans in request.resource_spans:
             resource: dict[str, AttributeValue] | None = None
+            tenant_name = harness = ""
             for scope_spans in resource_spans.scope_spans:
+                scope: str | None = None
                 for span in scope_spans.spans:
-                    if not may_be_mcp(span.name):
-                        continue
+                    name = span.name
+                    if not (name.startswith(NAME_PREFIXES) or name.endswith(NAME_SUFFIXES)):
+                        continue  # may_be_mcp, spelled out
                     if resource is None:
                         resource, claimed = self._resource(resource_spans.resource, tenant)
+                        tenant_name = _resource_text(resource, self.config.tenant_attribute)
+                        harness = _resource_text(resource, SERVICE_NAME_KEY)
                         if tenant_must_match and claimed not in (None, tenant):
                             self.stats.tenant_mismatches += 1
                             break  # this resource's spans go on unread
-                    span_view = view(span, resource, scope_spans.scope.name, self._wanted)
+                    if scope is None:
+                        scope = scope_spans.scope.name
+                    span_view = view(span, resource, scope, wanted)
                     self._clamp_times(span_view)
-                    reading = read(span_view, self._patterns)
+                    reading = read(span_view, patterns)
                     if reading is not None:
+                        reading.tenant, reading.harness = tenant_name, harness
                         self._cut_names(reading)
-                        self.spans[span.span_id] = span
+                        found[span_view.span_id] = span
                         events.extend(self._take(reading))
         events.extend(self.expire(now))
         self.stats.forwarded_pending += sum(
@@ -232,10 +238,10 @@ class Classifier:
         a restart, an exporter's retries, a replay of recorded traffic), and an old failure
         can only set a deadline that has already passed.
         """
-        latest = self._latest_ns
-        end = min(span.end_ns, latest)
-        start = min(span.start_ns, end)
-        if (start, end) != (span.start_ns, span.end_ns):
+        start_ns, end_ns = span.start_ns, span.end_ns
+        end = min(end_ns, self._latest_ns)
+        start = min(start_ns, end)
+        if start != start_ns or end != end_ns:
             self.stats.clamped_times += 1
             span.start_ns, span.end_ns = start, end
 
@@ -289,32 +295,36 @@ class Classifier:
     def _note(self, reading: Reading, verdict: Verdict, fate: SpanFate) -> None:
         self.undecided[reading.span.span_id] = (verdict, fate)
 
-    def _take(self, reading: Reading) -> Iterable[Event]:
+    def _take(self, reading: Reading) -> tuple[Event, ...]:
         span = reading.span
-        tenant = _tenant(reading, self.config.tenant_attribute)
-        if not self._seen.add((tenant, span.trace_id, span.span_id), self._now):
+        tenant = reading.tenant
+        trace_id, span_id, parent_id = span.trace_id, span.span_id, span.parent_span_id
+        if not self._seen.add((tenant, trace_id, span_id), self._now):
             self.stats.duplicate_spans += 1
-            self.duplicates.append(span.span_id)
+            self.duplicates.append(span_id)
             return ()  # the same span exported twice
         self._learn_session(reading)
+        side = reading.side
         if reading.kind is Kind.LISTING:
             # The harness's view of a listing is the client's; a server-side listing span
             # (fastmcp lists tools to resolve every call) would count the same roster twice.
-            return () if reading.side is Side.SERVER else (self._listing(reading),)
+            return () if side is Side.SERVER else (self._listing(reading),)
         verdict = judge(reading.signals)
-        if reading.side is Side.UNSPECIFIED:
+        if side is Side.UNSPECIFIED:
             if reading.dialect is Dialect.HARNESS:
-                self._absorb_nested(tenant, span.trace_id, span.span_id)
+                self._absorb_nested(tenant, trace_id, span_id)
             return (self._call(reading, None, verdict),)
-        parent = (tenant, span.trace_id, span.parent_span_id)
-        if reading.side is Side.CLIENT and span.parent_span_id and parent in self._harness_calls:
+        parent = (tenant, trace_id, parent_id)
+        # A server span's parent is the client span that carried the request (W3C
+        # traceparent): the link of the call, which both halves name.
+        link = span_id if side is Side.CLIENT else parent_id
+        offered, sought = _pairing_keys(reading, link, tenant)
+        if side is Side.CLIENT and parent_id and parent in self._harness_calls:
             self.stats.nested_spans += 1
-            self._mark_done(_pairing_keys(reading, Side.SERVER, tenant))
+            self._mark_done(sought)  # the server half's keys
             self._note(reading, verdict, SpanFate.ELSEWHERE)
             return ()  # the harness's own span already tells this call
-        offered = _pairing_keys(reading, reading.side, tenant)
-        sought = _pairing_keys(reading, _OTHER_SIDE[reading.side], tenant)
-        partner = next((self._by_key[k] for k in sought if k in self._by_key), None)
+        partner = self._partner(sought)
         if partner is not None:
             self._forget(partner)
             self.undecided.pop(partner.reading.span.span_id, None)  # decided now, after all
@@ -322,13 +332,13 @@ class Classifier:
             return (self._call(reading, partner.reading, merged),)
         # Absorbed only by its own link when it has one: request ids restart with every
         # session, so another call may share this one's id (see _pairing_keys).
-        absorbing = offered[:1] if _linked(reading) else offered
-        if any(k in self._done for k in absorbing):
+        absorbing = offered[:1] if link else offered
+        if self._done.any_of(absorbing, self._now):
             self._note(reading, verdict, SpanFate.ELSEWHERE)
             return ()  # the other half already decided this call
         # A decided half goes out at once, unless it is a client half that cannot name its
         # server: its server half (fastmcp names itself there) is worth a short wait.
-        named = reading.side is Side.SERVER or self._server(reading.tool, reading) is not None
+        named = side is Side.SERVER or self._server(reading.tool, reading) is not None
         if verdict.decisive and named:
             self._mark_done(sought)
             return (self._call(reading, None, verdict),)
@@ -337,9 +347,18 @@ class Classifier:
         self._held[id(pending)] = pending
         for key in offered:
             self._by_key[key] = pending
-        if reading.side is Side.CLIENT and span.parent_span_id:
+        if side is Side.CLIENT and parent_id:
             self._held_by_parent[parent] = pending
         return ()
+
+    def _partner(self, sought: tuple[PairKey, ...]) -> _Pending | None:
+        """The held half found under the first of ``sought`` that finds one."""
+        by_key = self._by_key
+        for key in sought:
+            pending = by_key.get(key)
+            if pending is not None:
+                return pending
+        return None
 
     def _absorb_nested(self, tenant: str, trace_id: bytes, span_id: bytes) -> None:
         """A harness call span arrived: an SDK client half already held under it is the
@@ -359,19 +378,17 @@ class Classifier:
             if self._by_key.get(key) is pending:
                 del self._by_key[key]
         span = pending.reading.span
-        parent = (_tenant(pending.reading, self.config.tenant_attribute), span.trace_id,
-                  span.parent_span_id)  # fmt: skip
+        parent = (pending.reading.tenant, span.trace_id, span.parent_span_id)
         if self._held_by_parent.get(parent) is pending:
             del self._held_by_parent[parent]
 
     def _mark_done(self, keys: Iterable[PairKey]) -> None:
         for key in keys:
-            self._done[key] = True
+            self._done.set(key, self._now)
 
     def _learn_session(self, reading: Reading) -> None:
         if reading.session_id and reading.server:
-            tenant = _tenant(reading, self.config.tenant_attribute)
-            self._sessions[(tenant, reading.session_id)] = reading.server
+            self._sessions[(reading.tenant, reading.session_id)] = reading.server
 
     def _server(self, tool: str, *readings: Reading | None) -> str | None:
         for reading in readings:
@@ -382,31 +399,32 @@ class Classifier:
             return prefix
         for reading in readings:
             if reading is not None and reading.session_id:
-                tenant = _tenant(reading, self.config.tenant_attribute)
-                known = self._sessions.get((tenant, reading.session_id))
+                known = self._sessions.get((reading.tenant, reading.session_id))
                 if known:
                     return known
         return self.config.tool_servers.get(tool)
 
-    def _turn(self, *readings: Reading | None) -> tuple[str, int | None]:
-        turn = round_ = None
-        for reading in readings:
+    def _turn(self, first: Reading, second: Reading | None = None) -> tuple[str, int | None]:
+        """The turn and round the first reading names, else the second; the first's trace
+        id (hex) when neither names a turn."""
+        turn: str | None = None
+        round_: int | None = None
+        for reading in (first, second):
             if reading is None:
                 continue
             attrs = reading.span.attributes
-            turn = turn or next(
-                (str(attrs[k]) for k in self.config.turn_keys if attrs.get(k)), None
-            )
+            if not turn:
+                for key in self.config.turn_keys:
+                    value = attrs.get(key)
+                    if value:
+                        turn = str(value)
+                        break
             if round_ is None:
-                round_ = next(
-                    (
-                        v
-                        for k in self.config.round_keys
-                        if isinstance(v := attrs.get(k), int) and not isinstance(v, bool)
-                    ),
-                    None,
-                )
-        first = next(r for r in readings if r is not None)
+                for key in self.config.round_keys:
+                    value = attrs.get(key)
+                    if isinstance(value, int) and not isinstance(value, bool):
+                        round_ = value
+                        break
         if turn is not None and len(turn) > self.config.max_name_chars:
             self.stats.cut_names += 1
             turn = turn[: self.config.max_name_chars]
@@ -416,21 +434,20 @@ class Classifier:
 
     def _call(self, reading: Reading, partner: Reading | None, verdict: Verdict) -> ToolCall:
         # The client's view is the harness's: its times, and its identity where it has one.
-        client, other = (
-            (partner, reading) if partner and partner.side is Side.CLIENT else (reading, partner)
-        )
+        other: Reading | None
+        if partner is not None and partner.side is Side.CLIENT:
+            client, other = partner, reading
+        else:
+            client, other = reading, partner
         tool = client.tool or (other.tool if other else "")
         server = self._server(tool, client, other)
         turn, round_ = self._turn(client, other)
-        with_arguments = next((r for r in (client, other) if r and r.has_arguments), None)
-        with_digest = next((r for r in (client, other) if r and r.arguments_digest), None)
-        if with_arguments is not None:
-            print_ = fingerprint(server, tool, with_arguments.arguments)
-        elif with_digest is not None:
-            print_ = fingerprint(server, tool, {"args_hash": with_digest.arguments_digest})
+        print_ = _fingerprint(server, tool, client, other)
+        span = client.span
+        if other is None:
+            spans: tuple[bytes, ...] = (span.span_id,)
         else:
-            print_ = None
-        spans = tuple(r.span.span_id for r in (client, other) if r is not None)
+            spans = (span.span_id, other.span.span_id)
         return ToolCall(
             turn=turn,
             round=round_,
@@ -438,13 +455,13 @@ class Classifier:
             tool=tool,
             fingerprint=print_,
             verdict=verdict,
-            start_ns=client.span.start_ns,
-            end_ns=client.span.end_ns,
-            trace_id=client.span.trace_id,
+            start_ns=span.start_ns,
+            end_ns=span.end_ns,
+            trace_id=span.trace_id,
             span_ids=spans,
             dialect=client.dialect,
-            harness=_resource_text(client, SERVICE_NAME_KEY),
-            tenant=_resource_text(client, self.config.tenant_attribute),
+            harness=client.harness,
+            tenant=client.tenant,
             arrived_s=self._now,
         )
 
@@ -456,28 +473,24 @@ class Classifier:
         return ToolListing(
             turn=turn,
             round=round_,
-            server=reading.server
-            or self._sessions.get(
-                (_tenant(reading, self.config.tenant_attribute), reading.session_id or "")
-            ),
+            server=reading.server or self._sessions.get((reading.tenant, reading.session_id or "")),
             start_ns=reading.span.start_ns,
             end_ns=reading.span.end_ns,
             trace_id=reading.span.trace_id,
             span_ids=(reading.span.span_id,),
             dialect=reading.dialect,
-            harness=_resource_text(reading, SERVICE_NAME_KEY),
-            tenant=_resource_text(reading, self.config.tenant_attribute),
+            harness=reading.harness,
+            tenant=reading.tenant,
             problems=problems,
             **counts,
         )
 
 
-def _resource_text(reading: Reading, key: str) -> str:
-    value = reading.span.resource.get(key)
+def _resource_text(resource: Mapping[str, AttributeValue], key: str) -> str:
+    value = resource.get(key)
     return value if isinstance(value, str) else ""
 
 
-_tenant = _resource_text  # the tenant a reading belongs to: every key is kept per tenant
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -486,30 +499,47 @@ def encodable(name: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", name)
 
 
-_OTHER_SIDE = {Side.CLIENT: Side.SERVER, Side.SERVER: Side.CLIENT}
-
-
 def server_prefix(tool: str) -> str | None:
     """``playwright`` for ``playwright__browser_navigate``: the server__tool convention."""
     prefix, separator, _ = tool.partition(SERVER_SEPARATOR)
     return prefix if separator and prefix else None
 
 
-def _linked(reading: Reading) -> bool:
-    span = reading.span
-    return bool(span.span_id if reading.side is Side.CLIENT else span.parent_span_id)
+def _fingerprint(
+    server: str | None, tool: str, client: Reading, other: Reading | None
+) -> str | None:
+    """From the arguments either half recorded, the client's first; else from a digest of
+    them; None when neither recorded any."""
+    for reading in (client, other):
+        if reading is not None and reading.has_arguments:
+            return fingerprint(server, tool, reading.arguments)
+    for reading in (client, other):
+        if reading is not None and reading.arguments_digest:
+            return fingerprint(server, tool, {"args_hash": reading.arguments_digest})
+    return None
 
 
-def _pairing_keys(reading: Reading, side: Side, tenant: str) -> tuple[PairKey, ...]:
-    """The keys under which the ``side`` half of this reading's call is found.
+def _pairing_keys(
+    reading: Reading, link: bytes, tenant: str
+) -> tuple[tuple[PairKey, ...], tuple[PairKey, ...]]:
+    """The keys under which this reading's half of its call is found, and those under
+    which its other half is.
 
     Each key names the side it belongs to, so two client halves that happen to share a
     request id are never taken for a pair.
     """
-    span = reading.span
-    # A server span's parent is the client span that carried the request (W3C traceparent).
-    link = span.span_id if reading.side is Side.CLIENT else span.parent_span_id
-    keys: list[PairKey] = [("span", side, span.trace_id, link)] if link else []
-    if reading.request_id is not None:
-        keys.append(("request", side, span.trace_id, reading.request_id, reading.tool))
-    return tuple(keys)
+    side = reading.side
+    other = Side.SERVER if side is Side.CLIENT else Side.CLIENT
+    trace_id, request_id = reading.span.trace_id, reading.request_id
+    if request_id is None:
+        if not link:
+            return (), ()
+        return (("span", side, trace_id, link),), (("span", other, trace_id, link),)
+    by_request = ("request", side, trace_id, request_id, reading.tool)
+    other_by_request = ("request", other, trace_id, request_id, reading.tool)
+    if not link:
+        return (by_request,), (other_by_request,)
+    return (
+        (("span", side, trace_id, link), by_request),
+        (("span", other, trace_id, link), other_by_request),
+    )

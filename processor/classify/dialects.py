@@ -14,9 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from processor.classify.events import Dialect, Side
-from processor.classify.outcome import Signals, as_int, result_signals
-from processor.classify.result import as_bool, read_result
-from processor.classify.spanview import AttributeValue, SpanView, loads
+from processor.classify.outcome import Signals, as_int
+from processor.classify.result import ResultReading, as_bool, read_result
+from processor.classify.spanview import (
+    SPAN_KIND_CLIENT,
+    SPAN_KIND_SERVER,
+    STATUS_CODE_ERROR,
+    STATUS_CODE_OK,
+    AttributeValue,
+    SpanView,
+    loads,
+)
 
 CALL_METHOD = "tools/call"
 LIST_METHOD = "tools/list"
@@ -33,11 +41,12 @@ FASTMCP_SCOPE = "fastmcp"
 LOGFIRE_PREFIX = "MCP request: "
 TRACELOOP_TOOL_SUFFIX = ".tool"
 TRACELOOP_MCP_SUFFIX = ".mcp"
+TRACELOOP_LISTING = LIST_METHOD + TRACELOOP_MCP_SUFFIX  # "tools/list.mcp"
 
 # Span names that can belong to an MCP call or listing in some dialect. Only spans whose
 # name matches are read further; every other span costs one string test.
-_NAME_PREFIXES = ("mcp.tool", "tools/", "MCP ")
-_NAME_SUFFIXES = (TRACELOOP_TOOL_SUFFIX, TRACELOOP_MCP_SUFFIX)
+NAME_PREFIXES = ("mcp.tool", "tools/", "MCP ")
+NAME_SUFFIXES = (TRACELOOP_TOOL_SUFFIX, TRACELOOP_MCP_SUFFIX)
 
 
 # Every attribute a reader below looks at; classifier.py adds the configured turn keys.
@@ -55,7 +64,7 @@ READ_PREFIXES = ("mcp.", "gen_ai.tool.", "fastmcp.", "traceloop.")
 
 
 def may_be_mcp(name: str) -> bool:
-    return name.startswith(_NAME_PREFIXES) or name.endswith(_NAME_SUFFIXES)
+    return name.startswith(NAME_PREFIXES) or name.endswith(NAME_SUFFIXES)
 
 
 class Kind(enum.Enum):
@@ -78,6 +87,11 @@ class Reading:
     request_id: str | None = None
     session_id: str | None = None
     counts: dict[str, AttributeValue] = field(default_factory=dict)  # listing attributes
+    # The span's resource's tenant (classify.tenant_attribute) and service.name, "" when it
+    # names none: the classifier sets them, reading them once per resource, not per span.
+    # Every key it keeps is kept per tenant.
+    tenant: str = ""
+    harness: str = ""
 
 
 def read(span: SpanView, hidden_patterns: Sequence[re.Pattern[str]] = ()) -> Reading | None:
@@ -89,18 +103,19 @@ def read(span: SpanView, hidden_patterns: Sequence[re.Pattern[str]] = ()) -> Rea
         TRACELOOP_TOOL_SUFFIX
     ):
         return _traceloop_call(span, hidden_patterns)
-    if name == LIST_METHOD + TRACELOOP_MCP_SUFFIX:
+    if name == TRACELOOP_LISTING:
         return _traceloop_listing(span)
     if name.startswith(LOGFIRE_PREFIX):
         return _logfire(span, hidden_patterns)
-    method = span.text("mcp.method.name")
-    if method in (CALL_METHOD, LIST_METHOD):
+    method = span.attributes.get("mcp.method.name")
+    if isinstance(method, str) and method in (CALL_METHOD, LIST_METHOD):
         return _semconv(span, method, hidden_patterns)
     return None
 
 
 def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
     attrs = span.attributes
+    text = span.text
     if span.name == HARNESS_LIST:
         counts = {
             k.removeprefix("mcp.tools."): v
@@ -112,9 +127,9 @@ def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
             dialect=Dialect.HARNESS,
             side=Side.UNSPECIFIED,
             span=span,
-            server=span.text("mcp.server.name"),
+            server=text("mcp.server.name"),
             counts=counts,
-            session_id=span.text("mcp.session.id"),
+            session_id=text("mcp.session.id"),
         )
     result = read_result(
         attrs.get("mcp.tool.result"), is_error=as_bool(attrs.get("mcp.tool.is_error"))
@@ -126,41 +141,46 @@ def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
         dialect=Dialect.HARNESS,
         side=Side.UNSPECIFIED,
         span=span,
-        tool=span.text("mcp.tool.name") or "",
-        server=span.text("mcp.server.name"),
+        tool=text("mcp.tool.name") or "",
+        server=text("mcp.server.name"),
         arguments=arguments,
         has_arguments=raw_arguments is not None and arguments is not None,
-        arguments_digest=span.text(ARGS_HASH_ATTRIBUTE),
+        arguments_digest=text(ARGS_HASH_ATTRIBUTE),
         signals=Signals(
-            outcome_attribute=span.text("mcp.tool.outcome"),
-            failure_class_attribute=span.text("mcp.tool.failure_class"),
-            error_type=span.text("error.type"),
-            status_error=span.is_error,
-            status_message=span.text("mcp.tool.error") or span.status_message,
+            outcome_attribute=text("mcp.tool.outcome"),
+            failure_class_attribute=text("mcp.tool.failure_class"),
+            error_type=text("error.type"),
+            status_error=span.status_code == STATUS_CODE_ERROR,
+            status_message=text("mcp.tool.error") or span.status_message,
             exceptions=span.exceptions,
             hidden_patterns=patterns,
             refused_by_advisory=attrs.get(REFUSED_ATTRIBUTE) is True,
-            **result_signals(result),
+            is_error=result.is_error,
+            typed_failure=result.typed_failure,
+            result_text=result.text,
         ),
-        request_id=span.text("jsonrpc.request.id"),
-        session_id=span.text("mcp.session.id"),
+        request_id=text("jsonrpc.request.id"),
+        session_id=text("mcp.session.id"),
     )
 
 
 def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -> Reading:
     attrs = span.attributes
-    fastmcp = span.scope == FASTMCP_SCOPE or any(k.startswith("fastmcp.") for k in attrs)
-    sdk_client = span.name.startswith(SDK_CLIENT_PREFIX)
-    sdk = sdk_client or span.scope == MCP_SDK_SCOPE
+    text = span.text
+    name, scope = span.name, span.scope
+    fastmcp = scope == FASTMCP_SCOPE or any(k.startswith("fastmcp.") for k in attrs)
+    sdk_client = name.startswith(SDK_CLIENT_PREFIX)
+    sdk = sdk_client or scope == MCP_SDK_SCOPE
     dialect = Dialect.FASTMCP if fastmcp else Dialect.MCP_SDK if sdk else Dialect.SEMCONV
-    if span.is_client or sdk_client:
+    kind = span.kind
+    if kind == SPAN_KIND_CLIENT or sdk_client:
         side = Side.CLIENT
-    elif span.is_server:
+    elif kind == SPAN_KIND_SERVER:
         side = Side.SERVER
     else:
         side = Side.UNSPECIFIED
-    tool = span.text("gen_ai.tool.name") or _tool_from_name(span.name, method)
-    server = span.text("mcp.server.name") or span.text("fastmcp.server.name")
+    tool = text("gen_ai.tool.name") or _tool_from_name(name, method)
+    server = text("mcp.server.name") or text("fastmcp.server.name")
     if method == LIST_METHOD:
         return Reading(
             kind=Kind.LISTING,
@@ -168,12 +188,12 @@ def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -
             side=side,
             span=span,
             server=server,
-            session_id=span.text("mcp.session.id"),
+            session_id=text("mcp.session.id"),
         )
     raw_arguments = attrs.get("gen_ai.tool.call.arguments")
     arguments = loads(raw_arguments)
     result = read_result(attrs.get("gen_ai.tool.call.result"))
-    rpc_code = span.text("rpc.response.status_code") or span.text("rpc.jsonrpc.error_code")
+    rpc_code = text("rpc.response.status_code") or text("rpc.jsonrpc.error_code")
     return Reading(
         kind=Kind.CALL,
         dialect=dialect,
@@ -185,16 +205,16 @@ def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -
         has_arguments=raw_arguments is not None and arguments is not None,
         signals=_signals(
             span,
+            result,
             rpc_code=as_int(rpc_code),
             # The mcp SDK 2.x leaves its client span UNSET even when the tool failed; the
             # server span, and every other dialect's spans, set error.type on failure.
             silence_means_ok=not sdk_client,
             answered=side is Side.SERVER,
             hidden_patterns=patterns,
-            **result_signals(result),
         ),
-        request_id=span.text("jsonrpc.request.id"),
-        session_id=span.text("mcp.session.id"),
+        request_id=text("jsonrpc.request.id"),
+        session_id=text("mcp.session.id"),
     )
 
 
@@ -217,9 +237,9 @@ def _traceloop_call(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Read
         has_arguments=has_arguments,
         signals=_signals(
             span,
+            read_result(output) if output else read_result(None),
             silence_means_ok=bool(output),
             hidden_patterns=patterns,
-            **result_signals(read_result(output) if output else read_result(None)),
         ),
     )
 
@@ -259,25 +279,41 @@ def _logfire(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading | N
         has_arguments="arguments" in params,
         signals=_signals(
             span,
+            read_result(response) if response else read_result(None),
             silence_means_ok=bool(response),
             answered=side is Side.SERVER,
             hidden_patterns=patterns,
-            **result_signals(read_result(response) if response else read_result(None)),
         ),
         request_id=_str(request.get("id")),
     )
 
 
-def _signals(span: SpanView, **found: Any) -> Signals:
-    """The outcome signals every span carries (status, error.type, exception events), plus
-    what the dialect found in its own attributes."""
+def _signals(
+    span: SpanView,
+    result: ResultReading,
+    *,
+    rpc_code: int | None = None,
+    silence_means_ok: bool = False,
+    answered: bool = False,
+    hidden_patterns: Sequence[re.Pattern[str]] = (),
+) -> Signals:
+    """The outcome signals every span carries (status, error.type, exception events), what
+    its recorded result says, plus what the dialect found in its own attributes."""
+    # Spelled out rather than passed on as **kwargs: this runs for every call span.
+    status_code = span.status_code
     return Signals(
         error_type=span.text("error.type"),
-        status_error=span.is_error,
-        status_ok=span.is_ok,
+        status_error=status_code == STATUS_CODE_ERROR,
+        status_ok=status_code == STATUS_CODE_OK,
         status_message=span.status_message,
         exceptions=span.exceptions,
-        **found,
+        rpc_code=rpc_code,
+        silence_means_ok=silence_means_ok,
+        answered=answered,
+        hidden_patterns=hidden_patterns,
+        is_error=result.is_error,
+        typed_failure=result.typed_failure,
+        result_text=result.text,
     )
 
 

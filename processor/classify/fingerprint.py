@@ -17,10 +17,13 @@ MAX_DEPTH = 32  # what is nested deeper than this is hashed as one marker
 DEEP_MARKER = "<nested too deep>"
 
 
+# Built once: json.dumps with any option set builds a new encoder on every call, which
+# costs about as much as encoding a call's arguments. An encoder keeps no state between calls.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: Any) -> str:
-    return json.dumps(
-        _normalize(value, 0), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
+    return _CANONICAL.encode(_normalize(value, 0))
 
 
 def fingerprint(server: str | None, tool: str, arguments: Any) -> str:

@@ -24,6 +24,8 @@ MAX_NAMESPACE_CHARS = 128
 
 def listing_counts(raw: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """ToolListing fields from the dialect's raw listing attributes, and the problems."""
+    if not raw:
+        return {}, ()  # most dialects record no counts: nothing below would find any
     fields: dict[str, Any] = {}
     problems: list[str] = []
     for name in COUNT_FIELDS:

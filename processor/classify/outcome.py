@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from processor.classify.events import (
+    UNKNOWN_VERDICT,
     FailureClass,
     FailureOrigin,
     NeutralReason,
@@ -23,7 +24,6 @@ from processor.classify.events import (
     Verdict,
 )
 from processor.classify.redact import redact
-from processor.classify.result import ResultReading
 
 # JSON-RPC error codes (the MCP SDKs use -32001 for a request timeout).
 JSONRPC_CLASSES: Mapping[int, FailureClass] = {
@@ -82,6 +82,8 @@ SESSION_WORDS = re.compile(
     re.I,
 )
 TIMEOUT_CODE = -32001  # the MCP SDKs' own "request timed out": no answer from the server
+# Verdicts are frozen: the common ones are shared rather than built for every span.
+OK_VERDICT = Verdict(outcome=Outcome.OK)
 
 
 @dataclass(slots=True, kw_only=True)  # not frozen, as SpanView: built per MCP span
@@ -108,9 +110,14 @@ class Signals:
 
 
 def judge(signals: Signals) -> Verdict:
+    if _quiet(signals):
+        # Nothing to read a failure or a reason from: what follows would come to this.
+        says_ok = signals.is_error is False or signals.status_ok
+        return OK_VERDICT if says_ok or signals.silence_means_ok else UNKNOWN_VERDICT
     texts = [signals.status_message, signals.result_text, signals.error_type or ""]
-    texts += [f"{kind}: {message}" for kind, message in signals.exceptions]
-    text = " | ".join(t for t in texts if t)
+    if signals.exceptions:
+        texts += [f"{kind}: {message}" for kind, message in signals.exceptions]
+    text = " | ".join([t for t in texts if t])
 
     explicit = _explicit(signals.outcome_attribute)
     # Refused calls were never made: only a declared failure outranks the flag.
@@ -144,8 +151,25 @@ def judge(signals: Signals) -> Verdict:
         hidden = _hidden_failure(signals)
         if hidden is not None:
             return _verdict(Outcome.FAILED, FailureClass.HIDDEN, None, hidden, FailureOrigin.TOOL)
-        return Verdict(outcome=Outcome.OK)
-    return Verdict(outcome=Outcome.UNKNOWN)
+        return OK_VERDICT
+    return UNKNOWN_VERDICT
+
+
+def _quiet(signals: Signals) -> bool:
+    """No text, no declared outcome, no failure signal: most spans, judged without the
+    phrase and word searches (there is no text to search) or a verdict built anew."""
+    return (
+        not signals.status_message
+        and not signals.result_text
+        and signals.error_type is None
+        and not signals.exceptions
+        and signals.outcome_attribute is None
+        and signals.rpc_code is None
+        and not signals.status_error
+        and signals.is_error is not True
+        and signals.typed_failure is None
+        and not signals.refused_by_advisory
+    )
 
 
 def _verdict(
@@ -201,9 +225,10 @@ def _declared_class(value: str | None) -> FailureClass | None:
 
 def _neutral_reason(*texts: str) -> NeutralReason | None:
     for text in texts:
-        for pattern, reason in NEUTRAL_PHRASES:
-            if text and pattern.search(text):
-                return reason
+        if text:
+            for pattern, reason in NEUTRAL_PHRASES:
+                if pattern.search(text):
+                    return reason
     return None
 
 
@@ -259,15 +284,6 @@ def _describe(body: Mapping[str, Any]) -> str:
     if isinstance(message, str) and message:
         return f"{head}: {message}" if head else message
     return head
-
-
-def result_signals(result: ResultReading) -> dict[str, Any]:
-    """The Signals fields a recorded result fills, for the dialect readers."""
-    return {
-        "is_error": result.is_error,
-        "typed_failure": result.typed_failure,
-        "result_text": result.text,
-    }
 
 
 _INTEGER = re.compile(r"-?[0-9]{1,11}")

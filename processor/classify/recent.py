@@ -1,14 +1,13 @@
-"""A bounded set of recently seen keys, each forgotten after a time-to-live.
+"""Bounded sets of recent keys, each forgotten after a time-to-live.
 
-Every MCP span's id goes through one of these, so it is built for that: a dict for
-membership and a deque in insertion order for expiry, both O(1) per key. (cachetools'
-TTLCache does more, and costs several times as much per insertion.)
+Every MCP span's id goes through one of these, so they are built for that, O(1) per key.
+(cachetools' TTLCache does more, and costs several times as much per insertion.)
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Hashable
+from collections import OrderedDict, deque
+from collections.abc import Hashable, Iterable
 
 
 class RecentKeys:
@@ -26,15 +25,56 @@ class RecentKeys:
 
     def add(self, key: Hashable, now: float) -> bool:
         """Remember ``key``; False if it was already remembered (and not yet forgotten)."""
-        self._forget_old(now)
-        if key in self._added:
+        order, added = self._order, self._added
+        # The old are forgotten first, here rather than in a method of their own: this runs
+        # for every MCP span.
+        while order and (len(added) >= self._max_keys or now - order[0][0] >= self._ttl_s):
+            _, old = order.popleft()
+            added.pop(old, None)
+        if key in added:
             return False
-        self._added[key] = now
-        self._order.append((now, key))
+        added[key] = now
+        order.append((now, key))
         return True
 
-    def _forget_old(self, now: float) -> None:
-        order, added = self._order, self._added
-        while order and (len(added) >= self._max_keys or now - order[0][0] >= self._ttl_s):
-            _, key = order.popleft()
-            added.pop(key, None)
+
+class ExpiringKeys:
+    """Keys kept ``ttl_s`` after they were last set, at most ``max_keys`` of them, the one
+    set longest ago evicted first: cachetools' TTLCache as the classifier used it (set and
+    membership only, the clock passed in), at a fraction of its cost per call.
+
+    Unlike RecentKeys, setting a key again renews it (and moves it last in line), and a key
+    is gone the moment its time is up, whether or not it has been removed yet.
+    """
+
+    def __init__(self, max_keys: int, ttl_s: float) -> None:
+        self._max_keys = max_keys
+        self._ttl_s = ttl_s
+        self._expires: OrderedDict[Hashable, float] = OrderedDict()  # in the order last set
+
+    def __len__(self) -> int:
+        return len(self._expires)
+
+    def any_of(self, keys: Iterable[Hashable], now: float) -> bool:
+        """Whether any of ``keys`` is kept (set, and its time not up) at ``now``."""
+        expiring = self._expires
+        for key in keys:
+            expires = expiring.get(key)
+            if expires is not None and now < expires:
+                return True
+        return False
+
+    def set(self, key: Hashable, now: float) -> None:
+        expiring = self._expires
+        # What is due goes first, in the order set, stopping at the first that is not due
+        # (as TTLCache's expiry list does, even should the clock have gone back).
+        while expiring:
+            first = next(iter(expiring))
+            if now < expiring[first]:
+                break
+            del expiring[first]
+        if key in expiring:
+            expiring.move_to_end(key)
+        elif len(expiring) >= self._max_keys:
+            expiring.popitem(last=False)
+        expiring[key] = now + self._ttl_s

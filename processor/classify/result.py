@@ -52,6 +52,8 @@ NO_RESULT = ResultReading()
 def read_result(value: Any, *, is_error: bool | None = None) -> ResultReading:
     """Read a recorded result of any shape above; ``is_error`` is a flag the dialect found
     beside it (an attribute), which the envelope's own flag does not override."""
+    if value is None and is_error is None:
+        return NO_RESULT  # most spans record no result: one frozen reading for them all
     if isinstance(value, str):
         parsed = loads(value)
         if isinstance(parsed, (dict, list)):

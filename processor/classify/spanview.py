@@ -26,11 +26,17 @@ MAX_EVENTS = 1024  # events of one span looked at for exceptions, likewise
 EXCEPTION_EVENT = "exception"
 
 AttributeValue = str | int | float | bool | bytes | list[Any] | dict[str, Any] | None
+# The protobuf enum values, as module constants: read per MCP span.
+SPAN_KIND_CLIENT: int = Span.SPAN_KIND_CLIENT
+SPAN_KIND_SERVER: int = Span.SPAN_KIND_SERVER
+STATUS_CODE_ERROR: int = Status.STATUS_CODE_ERROR
+STATUS_CODE_OK: int = Status.STATUS_CODE_OK
 
 
 # Not frozen: these are built for every MCP span, and a frozen dataclass costs about three
-# times as much to build. Nothing keeps a reference to one past classification.
-@dataclass(slots=True, kw_only=True)
+# times as much to build. Nothing keeps a reference to one past classification. Not
+# keyword-only either, for view() to build it positionally (see there).
+@dataclass(slots=True)
 class SpanView:
     name: str
     kind: int
@@ -48,19 +54,19 @@ class SpanView:
 
     @property
     def is_error(self) -> bool:
-        return self.status_code == Status.STATUS_CODE_ERROR
+        return self.status_code == STATUS_CODE_ERROR
 
     @property
     def is_ok(self) -> bool:
-        return self.status_code == Status.STATUS_CODE_OK
+        return self.status_code == STATUS_CODE_OK
 
     @property
     def is_client(self) -> bool:
-        return self.kind == Span.SPAN_KIND_CLIENT
+        return self.kind == SPAN_KIND_CLIENT
 
     @property
     def is_server(self) -> bool:
-        return self.kind == Span.SPAN_KIND_SERVER
+        return self.kind == SPAN_KIND_SERVER
 
     def text(self, key: str) -> str | None:
         value = self.attributes.get(key)
@@ -86,26 +92,33 @@ def view(
     scope: str = "",
     wanted: Wanted | None = None,
 ) -> SpanView:
-    exceptions = tuple(
+    events = span.events
+    status = span.status
+    # In field order, positionally: keyword arguments to a class cost three times as much
+    # here (a dict is made of them on every call), and this runs for every MCP span.
+    return SpanView(
+        span.name,
+        span.kind,
+        status.code,
+        status.message[:MAX_STRING_CHARS],
+        span.trace_id,
+        span.span_id,
+        span.parent_span_id,
+        span.start_time_unix_nano,
+        span.end_time_unix_nano,
+        read_attributes(span.attributes, wanted),
+        _exceptions(events) if events else (),
+        resource,
+        scope,
+    )
+
+
+def _exceptions(events: Any) -> tuple[tuple[str, str], ...]:
+    return tuple(
         (str(attrs.get("exception.type", "")), str(attrs.get("exception.message", "")))
-        for event in span.events[:MAX_EVENTS]
+        for event in events[:MAX_EVENTS]
         if event.name == EXCEPTION_EVENT
         for attrs in (read_attributes(event.attributes),)
-    )
-    return SpanView(
-        name=span.name,
-        kind=span.kind,
-        status_code=span.status.code,
-        status_message=span.status.message[:MAX_STRING_CHARS],
-        trace_id=span.trace_id,
-        span_id=span.span_id,
-        parent_span_id=span.parent_span_id,
-        start_ns=span.start_time_unix_nano,
-        end_ns=span.end_time_unix_nano,
-        attributes=read_attributes(span.attributes, wanted),
-        exceptions=exceptions,
-        resource=resource,
-        scope=scope,
     )
 
 
@@ -114,7 +127,21 @@ def read_attributes(attributes: Any, wanted: Wanted | None = None) -> dict[str, 
     if wanted is None:
         return {kv.key: _value(kv.value, 0) for kv in first}
     # Decoding a value costs several times reading its key: only wanted values are decoded.
-    return {kv.key: _value(kv.value, 0) for kv in first if kv.key in wanted}
+    # This loop runs for every attribute of every MCP span, where each Python call counts:
+    # Wanted's test is spelled out, and a string, the usual value, is read in place (a
+    # non-empty string_value can only be the oneof's string; anything else asks _value).
+    keys, prefixes = wanted.keys, wanted.prefixes
+    found: dict[str, AttributeValue] = {}
+    for kv in first:
+        key = kv.key
+        if key in keys or key.startswith(prefixes):
+            value = kv.value
+            text = value.string_value
+            if text:
+                found[key] = text[:MAX_STRING_CHARS] if len(text) > MAX_STRING_CHARS else text
+            else:
+                found[key] = _value(value, 0)
+    return found
 
 
 def _value(value: AnyValue, depth: int) -> AttributeValue:

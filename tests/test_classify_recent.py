@@ -1,0 +1,35 @@
+"""ExpiringKeys keeps what cachetools' TTLCache kept for the classifier, op for op."""
+
+from __future__ import annotations
+
+from cachetools import TTLCache
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from processor.classify.recent import ExpiringKeys
+
+# (key, clock step, set or ask): small key and time ranges, so that keys are set again,
+# expire, and the bound evicts; now and then the clock goes back (a replay, a test).
+OPERATIONS = st.lists(
+    st.tuples(st.integers(0, 7), st.sampled_from([0.0, 0.5, 1.0, 3.0, -2.0]), st.booleans()),
+    max_size=80,
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.integers(1, 5), st.sampled_from([0.5, 2.0, 5.0]), OPERATIONS)
+def test_expiring_keys_answer_as_a_ttl_cache(
+    max_keys: int, ttl: float, operations: list[tuple[int, float, bool]]
+) -> None:
+    clock = [100.0]
+    cache: TTLCache[int, bool] = TTLCache(max_keys, ttl, timer=lambda: clock[0])
+    keys = ExpiringKeys(max_keys, ttl)
+    for key, step, setting in operations:
+        clock[0] += step
+        now = clock[0]
+        if setting:
+            cache[key] = True
+            keys.set(key, now)
+        assert keys.any_of((key,), now) == (key in cache)
+        assert keys.any_of(range(8), now) == any(k in cache for k in range(8))
+    assert len(keys) >= len(cache)  # TTLCache drops what is due when counted; we when set
