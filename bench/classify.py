@@ -1,146 +1,212 @@
-"""Classification cost per span, in process, against the parsed path it rides on.
+"""What an MCP span costs in process, stage by stage, against the hops it is compared with.
 
-For the ``mixed`` payload (15% MCP spans) and the ``plain`` one (no MCP span, but parsed
-anyway, as when a marker shows up by chance), in one run:
+Fresh requests of the hop benchmark's payloads (bench/payload.py: ``mixed``, 15% MCP
+spans, and ``harness``, an agent's own traffic) go through the stage as ``serve`` wires it,
+built up one part at a time; each row adds one part to the row above, so the difference
+between rows is that part's cost:
 
-    parse+serialize  what the parsed path costs without analysis (the baseline)
-    stage            Stage.from_protobuf with the analysis hooked in: classify, breaker,
-                     annotate, then strip the payload attributes (what serve runs)
-    classify         Classifier.classify alone, on an already decoded request
-    strip            the forward.strip_attributes hook alone (its default keys), likewise
+    read       the stage with no analysis: a request with a marker is read as far as
+               its MCP spans (processor/sparse.py), they are encoded again in place
+    classify   + Classifier.classify (dialect readers, verdicts, pairing)
+    pipeline   + the engines (breaker, roster) and the annotations (Pipeline, no sinks)
+    sinks      + the metrics and the advisories, as Service wires them
+    strip      + forward.strip_attributes (its default keys): what serve runs
 
-Reported in ns per span (all spans), ns per MCP span, and as the stage's ratio to the
-baseline. Best of several rounds: the machine is noisy, and the minimum is the least
-disturbed measurement.
+Two in-process baselines in the same run: decoding and encoding the whole request
+(``parse+serialize``), and the naive hop's work (parse, add one attribute to each MCP
+span, serialize). Each round builds everything anew, so every span is new to it (no
+duplicates, nothing absorbed); CPU time, best of several rounds, with the garbage
+collector tuned as serve tunes it (server.tune_garbage_collection). The run checks its work:
+every MCP span of every request classified, none a duplicate, no analysis error.
 
-    .venv/bin/python bench/classify.py [--rounds 7]
+    .venv/bin/python bench/classify.py [--rounds 5] [--requests 64]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from payload import SPANS_PER_REQUEST, build_requests
+from payload import SPANS_PER_REQUEST, Fresh, build_templates
 
 from processor.classify.classifier import Classifier
-from processor.config import BreakerConfig
-from processor.config.model import DEFAULT_STRIP_ATTRIBUTES
+from processor.classify.dialects import may_be_mcp
+from processor.config import ServiceConfig
 from processor.engines.breaker import Breaker
 from processor.pipeline import Pipeline
+from processor.sender import UNKNOWN_SENDER, Sender
+from processor.server import Service, tune_garbage_collection
+from processor.sparse import RequestSpans
 from processor.stage import Stage
-from processor.strip import StripAfter, strip_spans
 
-CLOCK_STEP_S = 0.001  # the fake clock advances per request, as arrivals would
-REQUESTS = 16  # distinct pre-encoded requests per payload variant
+VARIANTS = ("mixed", "harness")
+STAGES = ("read", "classify", "pipeline", "sinks", "strip")
+CLOCK_STEP_S = 0.001  # the arrival clock advances per request, as arrivals would
 
 
-def best_ns(work: Callable[[], object], rounds: int) -> float:
-    best = float("inf")
+class Run:
+    """One round of one stage: what it did, for the checks."""
+
+    def __init__(self) -> None:
+        self.mcp_spans = 0
+        self.duplicates = 0
+        self.errors = 0
+
+
+def build(stage_name: str, run: Run) -> Stage:
+    ticks = iter(range(10**9))
+    start = time.time()
+
+    def now() -> float:
+        return start + next(ticks) * CLOCK_STEP_S
+
+    def on_error() -> None:
+        run.errors += 1
+
+    if stage_name == "read":
+        return Stage((), on_hook_error=on_error)
+    if stage_name == "classify":
+        classifier = Classifier()
+
+        def classify(request: RequestSpans, sender: Sender) -> None:
+            classifier.classify(request, now())
+            run.mcp_spans += len(classifier.spans)
+            run.duplicates += len(classifier.duplicates)
+
+        return Stage((classify,), on_hook_error=on_error)
+    if stage_name == "pipeline":
+        pipeline = Pipeline(Classifier(), Breaker(ServiceConfig().breaker), clock=now)
+
+        def analyse(request: RequestSpans, sender: Sender) -> None:
+            pipeline(request, sender)
+            run.mcp_spans += len(pipeline.classifier.spans)
+            run.duplicates += len(pipeline.classifier.duplicates)
+
+        return Stage((analyse,), on_hook_error=on_error)
+    config = ServiceConfig()
+    if stage_name == "sinks":
+        config = dataclasses.replace(
+            config, forward=dataclasses.replace(config.forward, strip_attributes=())
+        )
+    service = Service(config)
+    service.pipeline._clock = now  # the same arrival clock as the other rows
+    inner = service.stage
+
+    def counted(request: RequestSpans, sender: Sender) -> None:
+        for hook in inner._hooks:
+            hook(request, sender)
+        classifier = service.pipeline.classifier
+        run.mcp_spans += len(classifier.spans)
+        run.duplicates += len(classifier.duplicates)
+
+    return Stage((counted,), on_hook_error=on_error)
+
+
+def cpu_ns(work: Callable[[], object]) -> int:
+    started = time.process_time_ns()
+    work()
+    return time.process_time_ns() - started
+
+
+def measure(variant: str, rounds: int, requests: int) -> dict[str, float]:
+    templates = build_templates(variant)
+    fresh = Fresh(templates)
+    best: dict[str, float] = {}
+    expected_mcp = 0
     for _ in range(rounds):
-        started = time.perf_counter_ns()
-        work()
-        best = min(best, time.perf_counter_ns() - started)
-    return best
+        payloads = [fresh.render(templates[i % len(templates)]) for i in range(requests)]
+        expected_mcp = sum(_mcp_spans(p) for p in payloads)
+
+        def baseline(payloads: list[bytes] = payloads) -> None:
+            for payload in payloads:
+                ExportTraceServiceRequest.FromString(payload).SerializeToString()
+
+        def naive(payloads: list[bytes] = payloads) -> None:
+            for payload in payloads:
+                request = ExportTraceServiceRequest.FromString(payload)
+                for resource in request.resource_spans:
+                    for scope in resource.scope_spans:
+                        for span in scope.spans:
+                            if may_be_mcp(span.name):
+                                added = span.attributes.add(key="mcp.breaker.seen")
+                                added.value.bool_value = True
+                request.SerializeToString()
+
+        timings = {"parse+serialize": cpu_ns(baseline), "naive": cpu_ns(naive)}
+        for name in STAGES:
+            run = Run()
+            stage = build(name, run)
+            timings[name] = cpu_ns(
+                lambda stage=stage, payloads=payloads: [
+                    stage.from_protobuf(p, UNKNOWN_SENDER) for p in payloads
+                ]
+            )
+            if name != "read":
+                problems = _check(name, run, expected_mcp)
+                if problems:
+                    raise SystemExit(f"{variant}/{name}: " + "; ".join(problems))
+        for name, value in timings.items():
+            best[name] = min(best.get(name, float("inf")), value)
+    spans = requests * SPANS_PER_REQUEST
+    per_mcp = spans / (expected_mcp / requests * requests)
+    row: dict[str, float] = {f"{k}_ns_per_span": v / spans for k, v in best.items()}
+    row["mcp_spans_per_request"] = expected_mcp / requests
+    previous = 0.0
+    for name in STAGES:
+        row[f"{name}_ns_per_mcp_span"] = (best[name] - previous) / spans * per_mcp
+        previous = best[name]
+    row["serve_over_naive"] = best["strip"] / best["naive"]
+    row["classify_alone_ns_per_mcp_span"] = row["classify_ns_per_mcp_span"]
+    return row
 
 
-def mcp_spans(payload: bytes) -> int:
+def _mcp_spans(payload: bytes) -> int:
     request = ExportTraceServiceRequest.FromString(payload)
     return sum(
         1
-        for r in request.resource_spans
-        for s in r.scope_spans
-        for span in s.spans
-        if span.name.startswith("tools/")
+        for resource in request.resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+        if may_be_mcp(span.name)
     )
 
 
-def measure(variant: str, rounds: int) -> dict[str, float]:
-    payloads = build_requests(variant, count=REQUESTS)
-    n = len(payloads)
-    ticks = iter(range(10**9))
-
-    def now() -> float:
-        return next(ticks) * CLOCK_STEP_S
-
-    def fresh_stage() -> Stage:
-        # A new classifier per round: each span is new to it, as in real traffic (a
-        # classifier that saw the span before only checks that and moves on).
-        pipeline = Pipeline(Classifier(), Breaker(BreakerConfig()), clock=now)
-        hook = StripAfter(
-            pipeline, lambda: pipeline.classifier.spans.values(), DEFAULT_STRIP_ATTRIBUTES
-        )
-        return Stage((hook,), markers=(b"",))  # always parse
-
-    def baseline() -> None:
-        for payload in payloads:
-            ExportTraceServiceRequest.FromString(payload).SerializeToString()
-
-    def staged() -> None:
-        stage = fresh_stage()
-        for payload in payloads:
-            stage.from_protobuf(payload)
-
-    def classify_only() -> float:
-        # Decoded before the clock starts: a fresh request, as the stage hands it over.
-        requests = [ExportTraceServiceRequest.FromString(p) for p in payloads]
-        classifier = Classifier()
-        started = time.perf_counter_ns()
-        for request in requests:
-            classifier.classify(request, now())
-        return time.perf_counter_ns() - started
-
-    def strip_only() -> float:
-        # The MCP spans as the classifier hands them over, found before the clock starts.
-        classifier = Classifier()
-        found = []
-        for payload in payloads:
-            request = ExportTraceServiceRequest.FromString(payload)
-            classifier.classify(request, now())
-            found.append(list(classifier.spans.values()))
-        keys = frozenset(DEFAULT_STRIP_ATTRIBUTES)
-        started = time.perf_counter_ns()
-        for spans in found:
-            strip_spans(spans, keys)
-        return time.perf_counter_ns() - started
-
-    results = {
-        "baseline_ns": best_ns(baseline, rounds) / n,
-        "stage_ns": best_ns(staged, rounds) / n,
-        "classify_ns": min(classify_only() for _ in range(rounds)) / n,
-        "strip_ns": min(strip_only() for _ in range(rounds)) / n,
-    }
-    mcp = sum(mcp_spans(p) for p in payloads) / n
-    per_span = {k.replace("_ns", "_ns_per_span"): v / SPANS_PER_REQUEST for k, v in results.items()}
-    per_span["classify_ns_per_mcp_span"] = results["classify_ns"] / mcp if mcp else float("nan")
-    per_span["stage_over_baseline"] = results["stage_ns"] / results["baseline_ns"]
-    per_span["strip_over_baseline"] = results["strip_ns"] / results["baseline_ns"]
-    per_span["mcp_spans_per_request"] = mcp
-    return per_span
+def _check(name: str, run: Run, expected_mcp: int) -> list[str]:
+    problems = []
+    if run.mcp_spans != expected_mcp:
+        problems.append(f"{run.mcp_spans} MCP spans classified of {expected_mcp}")
+    if run.duplicates:
+        problems.append(f"{run.duplicates} duplicates")
+    if run.errors:
+        problems.append(f"{run.errors} analysis errors")
+    return problems
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7, help="best of this many rounds")
+    parser.add_argument("--rounds", type=int, default=5, help="best of this many rounds")
+    parser.add_argument("--requests", type=int, default=64, help="fresh requests per round")
     args = parser.parse_args()
-    rows = {variant: measure(variant, args.rounds) for variant in ("plain", "mixed")}
+    tune_garbage_collection()  # as serve runs
+    rows = {variant: measure(variant, args.rounds, args.requests) for variant in VARIANTS}
     labels = [
         ("mcp_spans_per_request", "MCP spans per 512-span request", "{:.0f}"),
-        ("baseline_ns_per_span", "parse + serialize, ns/span (baseline)", "{:,.0f}"),
-        ("stage_ns_per_span", "stage with the analysis, ns/span", "{:,.0f}"),
-        ("stage_over_baseline", "stage / baseline", "{:.2f}"),
-        ("classify_ns_per_span", "classify alone, ns/span (all spans)", "{:,.0f}"),
-        ("classify_ns_per_mcp_span", "classify alone, ns per MCP span", "{:,.0f}"),
-        ("strip_ns_per_span", "strip_attributes alone, ns/span (all spans)", "{:,.0f}"),
-        ("strip_over_baseline", "strip_attributes / baseline", "{:.3f}"),
+        ("parse+serialize_ns_per_span", "parse + serialize, ns/span", "{:,.0f}"),
+        ("naive_ns_per_span", "naive hop's work, ns/span", "{:,.0f}"),
+        ("strip_ns_per_span", "serve's stage, ns/span", "{:,.0f}"),
+        ("serve_over_naive", "serve's stage / naive hop's work", "{:.2f}"),
+        *((f"{name}_ns_per_mcp_span", f"  {name}, ns per MCP span", "{:,.0f}") for name in STAGES),
+        ("classify_alone_ns_per_mcp_span", "classify alone, ns per MCP span", "{:,.0f}"),
     ]
-    print(f"{'':44}{'plain (parsed)':>18}{'mixed (15% MCP)':>18}")
+    print(f"{'':44}" + "".join(f"{v:>18}" for v in VARIANTS))
     for key, label, form in labels:
-        cells = "".join(form.format(rows[v][key]).rjust(18) for v in ("plain", "mixed"))
+        cells = "".join(form.format(rows[v][key]).rjust(18) for v in VARIANTS)
         print(label.ljust(44) + cells)
+    print("\nchecks: every MCP span classified, no duplicate, no analysis error")
     return 0
 
 

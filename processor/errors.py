@@ -9,8 +9,10 @@ return values, not exceptions. What is left is misuse and bad input::
      ├── IllegalTransition    a state machine asked for a move its table forbids (a bug)
      ├── BadEvent             an event in the shared stream cannot be read (skipped, counted)
      ├── QueueStorageError    the disk queue cannot write or read (a full or failing disk)
-     └── InvalidRequest       an OTLP request cannot be decoded (client's fault)
-          └── RequestTooLarge over a size limit, before or after decompression
+     ├── InvalidRequest       an OTLP request cannot be decoded (client's fault)
+     │    └── RequestTooLarge over a size limit, before or after decompression
+     └── UnreadableSpan       a span that may be an MCP span does not decode, though the
+                              request's framing is sound (forwarded unread, not refused)
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ class RequestTooLarge(InvalidRequest):
     def __init__(self, limit_bytes: int) -> None:
         self.limit_bytes = limit_bytes
         super().__init__(f"request exceeds the {limit_bytes}-byte limit")
+
+
+class UnreadableSpan(BreakerError):
+    """A span, resource or scope that holds an MCP marker does not decode (invalid UTF-8 in
+    a string, nesting past the decoder's limit): its request is forwarded as received."""
 
 
 class StartupError(BreakerError):

@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
 from processor.classify.annotations import AnnotationMemory
 from processor.classify.classifier import Classifier
 from processor.classify.events import Event, FailureClass, ToolListing
@@ -27,6 +25,7 @@ from processor.engines.roster import RosterFinding, RosterHealth
 from processor.engines.turns import NS_PER_S
 from processor.enrich import annotate, annotate_listing, annotate_undecided, restore
 from processor.sender import UNKNOWN_SENDER, Sender
+from processor.sparse import RequestSpans
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +64,7 @@ class Pipeline:
         # What each MCP span was given, so its later copy (an exporter's retry) gets it too.
         self.annotations = AnnotationMemory(config.max_annotated_spans, config.seen_ttl_s, clock)
 
-    def __call__(self, request: ExportTraceServiceRequest, sender: Sender = UNKNOWN_SENDER) -> None:
+    def __call__(self, request: RequestSpans, sender: Sender = UNKNOWN_SENDER) -> None:
         events = self.classifier.classify(
             request,
             self._clock(),
@@ -131,9 +130,11 @@ class Pipeline:
 
     def _roster_finding(self, listing: ToolListing) -> RosterFinding:
         finding = self.roster.observe(listing)
+        if not listing.offered_tools:  # most listings name no tools: none can be stale
+            return finding
         stale = tuple(
             tool
-            for tool in listing.offered_tools or ()
+            for tool in listing.offered_tools
             if self.breaker.blocking(listing.server, tool, listing.tenant)
         )
         return replace(finding, stale_tools=stale) if stale else finding

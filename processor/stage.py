@@ -3,9 +3,10 @@
 Most traffic through a telemetry pipeline is not MCP, so the first question about a request
 is asked of its raw bytes: can it hold an MCP span at all? If not, it is forwarded as the
 very bytes that arrived, without being parsed or re-encoded; only its spans are counted,
-through a shallow view of the message that stops at the span boundary. If it can, it is
-parsed, its spans are checked, the span hooks (classify, engines, enrich: later stages)
-run over it, and it is serialized again.
+through a shallow view of the message that stops at the span boundary. If it can, the
+same question is asked of each of its spans, and only the spans that may be MCP spans are
+decoded (``processor/sparse.py``); the span hooks (classify, engines, enrich: later
+stages) run over them, and each is encoded again in its place among the others' bytes.
 
 It runs in two steps, so that the forwarder's queue can say no before any analysis runs
 (a refused request must leave no trace in the breaker, or its retry would read as a
@@ -20,17 +21,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from processor.errors import InvalidRequest
-
-try:  # a wheel for every common platform; where there is none, the plain scan answers
-    from stringzilla import Str as _Text
-except ImportError:  # pragma: no cover
-    _Text = None
+from processor.errors import InvalidRequest, UnreadableSpan
 from processor.sender import UNKNOWN_SENDER, Sender
+from processor.sparse import (
+    SPAN_ID_BYTES,
+    TRACE_ID_BYTES,
+    RequestSpans,
+    ShallowRequest,
+    SparseRequest,
+    may_hold,
+    read_sparse,
+    valid_ids,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,16 +46,15 @@ log = logging.getLogger(__name__)
 # broad. Each is a full scan of the request (about 0.3-0.9 ns per byte here), so they are few.
 MCP_MARKERS: tuple[bytes, ...] = (b"mcp", b"tools/")
 
-TRACE_ID_BYTES = 16
-SPAN_ID_BYTES = 8
-
-SpanHook = Callable[[ExportTraceServiceRequest, Sender], None]
-"""A later stage: reads the parsed request (and who sent it), may annotate its spans."""
+SpanHook = Callable[[RequestSpans, Sender], None]
+"""A later stage: reads the request's spans (and who sent it), may annotate them."""
 
 
 class StagePath(enum.Enum):
     PASSTHROUGH = "passthrough"  # forwarded as received
-    PARSED = "parsed"  # decoded, inspected, re-encoded
+    # Analysed: its spans that may be MCP spans decoded and encoded again in their places,
+    # the others forwarded as their bytes came (or, from OTLP/JSON, decoded whole).
+    PARSED = "parsed"
     # May hold an MCP span but does not decode in full (invalid UTF-8 in a string, nesting
     # past the decoder's limit), while its framing is sound: forwarded as received, like a
     # request without a marker, and not analysed. The bytes "mcp" decide nothing about
@@ -66,7 +70,7 @@ class Opened:
     span_count: int
     size: int  # encoded bytes, as received: what the queue's byte bound is checked against
     payload: bytes = b""  # pass-through: forwarded as these very bytes
-    request: ExportTraceServiceRequest | None = None  # parsed: analysed, then re-encoded
+    request: RequestSpans | None = None  # parsed: analysed, then encoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,56 +85,16 @@ class Prepared:
     sender: Sender = UNKNOWN_SENDER
 
 
-def _build_shallow_request() -> type[Message]:
-    """A message with the OTLP request's framing down to ScopeSpans, and spans as bytes.
-
-    Parsing into it (in C, with upb) validates the framing and counts spans without
-    building a Python object per attribute.
-    """
-    package = "mcp_breaker.internal.shallow"
-    proto = descriptor_pb2.FileDescriptorProto(
-        name="mcp_breaker/internal/shallow_trace.proto", package=package, syntax="proto3"
-    )
-    repeated = descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
-    scope = proto.message_type.add(name="ScopeSpans")
-    scope.field.add(name="spans", number=2, label=repeated, type=12)  # TYPE_BYTES
-    for name, child, number in (
-        ("ResourceSpans", "ScopeSpans", 2),
-        ("Request", "ResourceSpans", 1),
-    ):
-        message = proto.message_type.add(name=name)
-        message.field.add(
-            name="children",
-            number=number,
-            label=repeated,
-            type=11,  # TYPE_MESSAGE
-            type_name=f".{package}.{child}",
-        )
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.Request"))
-
-
-_ShallowRequest = _build_shallow_request()
-
-
 def may_hold_mcp(payload: bytes, markers: Sequence[bytes] = MCP_MARKERS) -> bool:
-    """Does any marker occur in the request's bytes? The question every request is asked.
-
-    StringZilla's SIMD substring search answers it in about 25 ns per span of a realistic
-    request here, against about 500 ns for two scans with ``bytes.__contains__`` (which
-    was a sixth of the whole pass-through path). It reads the bytes in place, no copy.
-    """
-    if _Text is None:
-        return any(marker in payload for marker in markers)
-    text = _Text(payload)
-    return any(text.find(marker) >= 0 for marker in markers)
+    """Does any marker occur in the request's bytes? The question every request is asked
+    (StringZilla's SIMD search, ``sparse.may_hold``), and then each span of one that does."""
+    return may_hold(payload, markers)
 
 
 def count_spans_shallow(payload: bytes) -> int:
     """Spans in an encoded request, checking its framing; raises InvalidRequest."""
     try:
-        shallow: Any = _ShallowRequest.FromString(payload)
+        shallow: Any = ShallowRequest.FromString(payload)
     except DecodeError:
         raise InvalidRequest("request body is not a valid ExportTraceServiceRequest") from None
     return sum(len(scope.spans) for resource in shallow.children for scope in resource.children)
@@ -152,7 +116,7 @@ def halve_request(payload: bytes) -> list[tuple[bytes, int]]:
     """Two requests with half the spans each (bytes, spans), or the request alone if it has
     fewer than two. As ``split_request``: cuts between spans, each piece keeps its resource
     and scope, no span is decoded (the bad one may be among them)."""
-    shallow: Any = _ShallowRequest.FromString(payload)
+    shallow: Any = ShallowRequest.FromString(payload)
     total = sum(len(scope.spans) for resource in shallow.children for scope in resource.children)
     if total < 2:
         return [(payload, total)]
@@ -181,7 +145,7 @@ def split_request(payload: bytes, limit_bytes: int) -> list[tuple[bytes, int]]:
     """
     if len(payload) <= limit_bytes:
         return [(payload, count_spans_shallow(payload))]
-    shallow: Any = _ShallowRequest.FromString(payload)
+    shallow: Any = ShallowRequest.FromString(payload)
     pieces: list[tuple[bytes, int]] = []
     for resource in shallow.children:
         for scope in resource.children:
@@ -207,7 +171,7 @@ def split_request(payload: bytes, limit_bytes: int) -> list[tuple[bytes, int]]:
 
 def _piece(resource: Any, scope: Any, spans: list[bytes]) -> bytes:
     """One request with ``resource``, its ``scope`` and just these spans."""
-    request: Any = _ShallowRequest()
+    request: Any = ShallowRequest()
     resource_copy = request.children.add()
     resource_copy.CopyFrom(resource)
     del resource_copy.children[:]
@@ -218,35 +182,15 @@ def _piece(resource: Any, scope: Any, spans: list[bytes]) -> bytes:
     return bytes(request.SerializeToString())
 
 
-def decode_request(payload: bytes) -> ExportTraceServiceRequest:
-    try:
-        return ExportTraceServiceRequest.FromString(payload)
-    except DecodeError:
-        raise InvalidRequest("request body is not a valid ExportTraceServiceRequest") from None
-
-
-_ZERO_TRACE_ID = bytes(TRACE_ID_BYTES)
-_ZERO_SPAN_ID = bytes(SPAN_ID_BYTES)
-
-
-def _valid_ids(trace_id: bytes, span_id: bytes) -> bool:
-    return (
-        len(trace_id) == TRACE_ID_BYTES
-        and len(span_id) == SPAN_ID_BYTES
-        and trace_id != _ZERO_TRACE_ID
-        and span_id != _ZERO_SPAN_ID
-    )
-
-
 def reject_invalid_spans(request: ExportTraceServiceRequest) -> int:
     """Remove spans whose ids the spec calls invalid; return how many were removed."""
     rejected = 0
     for resource in request.resource_spans:
         for scope in resource.scope_spans:
             spans = scope.spans
-            if all(_valid_ids(s.trace_id, s.span_id) for s in spans):
+            if all(valid_ids(s.trace_id, s.span_id) for s in spans):
                 continue
-            keep = [s for s in spans if _valid_ids(s.trace_id, s.span_id)]
+            keep = [s for s in spans if valid_ids(s.trace_id, s.span_id)]
             rejected += len(spans) - len(keep)
             kept = [type(s)() for s in keep]
             for copy, original in zip(kept, keep, strict=True):
@@ -275,11 +219,11 @@ class Stage:
             count = check_passthrough(payload)
             return Opened(StagePath.PASSTHROUGH, count, len(payload), payload=payload)
         try:
-            request = decode_request(payload)
-        except InvalidRequest:
-            count = check_passthrough(payload)  # raises too when the framing is broken
+            sparse = read_sparse(payload, self._markers)  # raises when the framing is broken
+        except UnreadableSpan:
+            count = check_passthrough(payload)
             return Opened(StagePath.UNREADABLE, count, len(payload), payload=payload)
-        return Opened(StagePath.PARSED, _span_count(request), len(payload), request=request)
+        return Opened(StagePath.PARSED, sparse.span_count, len(payload), request=sparse)
 
     def open_request(self, request: ExportTraceServiceRequest) -> Opened:
         """The entry for requests already decoded (OTLP/JSON)."""
@@ -300,24 +244,28 @@ class Stage:
     ) -> Prepared:
         return self.prepare(self.open_request(request), sender)
 
-    def _analysed(self, request: ExportTraceServiceRequest, sender: Sender) -> Prepared:
-        rejected = reject_invalid_spans(request)
+    def _analysed(self, request: RequestSpans, sender: Sender) -> Prepared:
+        if isinstance(request, SparseRequest):
+            rejected = request.rejected  # removed as it is encoded
+        else:
+            rejected = reject_invalid_spans(request)
         for hook in self._hooks:
             try:
                 hook(request, sender)
             except Exception:  # a bug in analysis must not cost the sender its spans
                 self._on_hook_error()
                 log.exception("span analysis failed; forwarding the request as it is")
-        span_count = _span_count(request)
+        if isinstance(request, SparseRequest):
+            payload, span_count = request.encode(), request.span_count - rejected
+        else:
+            payload, span_count = request.SerializeToString(), _span_count(request)
         message = (
             f"{rejected} span(s) rejected: trace_id must be {TRACE_ID_BYTES} and span_id "
             f"{SPAN_ID_BYTES} bytes, not all zero"
             if rejected
             else ""
         )
-        return Prepared(
-            request.SerializeToString(), span_count, rejected, message, StagePath.PARSED, sender
-        )
+        return Prepared(payload, span_count, rejected, message, StagePath.PARSED, sender)
 
 
 def _span_count(request: ExportTraceServiceRequest) -> int:

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.dialects import may_be_mcp
 from processor.sender import Sender
+from processor.sparse import RequestSpans
 from processor.stage import SpanHook
 
 
@@ -38,7 +38,7 @@ def strip_spans(spans: Iterable[Span], keys: frozenset[str]) -> None:
             del attributes[index]
 
 
-def mcp_named_spans(request: ExportTraceServiceRequest) -> Iterable[Span]:
+def mcp_named_spans(request: RequestSpans) -> Iterable[Span]:
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
@@ -60,7 +60,7 @@ class StripAfter:
         self._found = found
         self.keys = frozenset(keys)
 
-    def __call__(self, request: ExportTraceServiceRequest, sender: Sender) -> None:
+    def __call__(self, request: RequestSpans, sender: Sender) -> None:
         try:
             self._analyse(request, sender)
             spans = list(self._found())

@@ -254,6 +254,8 @@ def test_request_under_the_limit_arrives(
 def test_spans_with_invalid_ids_are_rejected_as_partial_success(
     start_service: StartService, next_hop: CaptureCollector
 ) -> None:
+    """The ids of every span that is decoded (it may be an MCP span) are checked; spans
+    that stay bytes are checked as the pass-through path checks them, by their framing."""
     service = start_service()
     valid = [
         make_span("tools/call search", 1, kind=Span.SPAN_KIND_CLIENT),
@@ -261,12 +263,14 @@ def test_spans_with_invalid_ids_are_rejected_as_partial_success(
         make_span("valid in second resource", 3),
     ]
     invalid = [
-        make_span("empty trace id", 4, trace_id=b""),
-        make_span("all-zero span id", 5, span_id=bytes(8)),
-        make_span("all-zero trace id", 6, trace_id=bytes(16)),
-        make_span("short span id", 7, span_id=b"\x01\x02\x03\x04"),
+        make_span("tools/call empty trace id", 4, trace_id=b""),
+        make_span("mcp.tool.call all-zero span id", 5, span_id=bytes(8)),
+        make_span("tools/list all-zero trace id", 6, trace_id=bytes(16)),
+        make_span("MCP send tools/call short span id", 7, span_id=b"\x01\x02\x03\x04"),
     ]
-    request = make_request(valid[0], invalid[0], valid[1], invalid[1])
+    # No marker in it: not decoded, so forwarded as it came, as on the pass-through path.
+    unread = make_span("plain step", 8, span_id=bytes(8))
+    request = make_request(valid[0], invalid[0], valid[1], invalid[1], unread)
     request.resource_spans.extend(
         make_request(invalid[2], valid[2], invalid[3], service_name="second").resource_spans
     )
@@ -276,14 +280,15 @@ def test_spans_with_invalid_ids_are_rejected_as_partial_success(
 
     assert response.partial_success.rejected_spans == len(invalid)
     assert response.partial_success.error_message
-    wait_until(lambda: next_hop.span_count() >= len(valid), TIMEOUT_S, "the valid spans")
+    forwarded = [*valid, unread]
+    wait_until(lambda: next_hop.span_count() >= len(forwarded), TIMEOUT_S, "the valid spans")
     received = received_view(list(next_hop.requests))
     assert {span_id: (item["trace_id"], item["name"]) for span_id, item in received.items()} == {
-        span.span_id: (span.trace_id, span.name) for span in valid
+        span.span_id: (span.trace_id, span.name) for span in forwarded
     }
     assert received[valid[2].span_id]["resource"]["service.name"] == ("string", "second")
     assert service.metric(REJECTED_SPANS, transport="grpc") == len(invalid)
-    assert service.metric(ACCEPTED_SPANS, transport="grpc") == len(valid)
+    assert service.metric(ACCEPTED_SPANS, transport="grpc") == len(forwarded)
     assert service.metric(STAGE_REQUESTS, path="parsed") == 1
 
 

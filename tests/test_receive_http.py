@@ -568,10 +568,12 @@ def _with_invalid_ids() -> tuple[ExportTraceServiceRequest, list[Span], int]:
         make_span("valid step", 2),
         make_span("valid in second resource", 3),
     ]
+    # Named as MCP spans: in protobuf only the spans that may be MCP spans are decoded and
+    # have their ids checked (OTLP/JSON is decoded whole and checks every span).
     invalid = [
-        make_span("empty trace id", 4, trace_id=b""),
-        make_span("all-zero span id", 5, span_id=bytes(8)),
-        make_span("all-zero trace id", 6, trace_id=bytes(16)),
+        make_span("tools/call empty trace id", 4, trace_id=b""),
+        make_span("tools/call all-zero span id", 5, span_id=bytes(8)),
+        make_span("tools/list all-zero trace id", 6, trace_id=bytes(16)),
     ]
     request = make_request(valid[0], invalid[0], valid[1])
     request.resource_spans.extend(

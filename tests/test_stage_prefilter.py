@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processor import stage
+from processor import sparse
 from processor.stage import MCP_MARKERS, may_hold_mcp
 
 
@@ -14,7 +14,7 @@ def plain_scan(payload: bytes) -> bool:
 
 
 def test_the_simd_search_is_the_one_in_use() -> None:
-    assert stage._Text is not None  # stringzilla is a dependency: the fast path runs here
+    assert sparse._Text is not None  # stringzilla is a dependency: the fast path runs here
 
 
 @settings(max_examples=500)
