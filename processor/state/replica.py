@@ -94,9 +94,11 @@ class SharedState:
         self.epoch = ""
         self._uids = 0
         self._outbox: deque[tuple[int, bytes]] = deque()
-        # Own events appended or waiting, by uid: what this replica's engines made of them
-        # (None for operators' and ticks), and a future for an operator waiting on it.
-        self._pending: OrderedDict[int, Finding | None] = OrderedDict()
+        # Own events appended or waiting, by uid: the event (so that its copy from the
+        # stream need not be decoded again: with N workers, 1/N of what each reads is its
+        # own) and what this replica's engines made of it (None for operators' and ticks);
+        # and a future for an operator waiting on it.
+        self._pending: OrderedDict[int, tuple[SharedEvent, Finding | None]] = OrderedDict()
         self._waiting: dict[int, asyncio.Future[list[Transition]]] = {}
         self._announced: set[int] = set()  # published alone while Redis was away
         self._last_id = "0-0"
@@ -161,7 +163,7 @@ class SharedState:
         self._uids += 1
         uid = self._uids
         self._outbox.append((uid, codec.encode(event)))
-        self._pending[uid] = finding
+        self._pending[uid] = (event, finding)
         while len(self._outbox) > self.config.buffer_events:
             dropped, _ = self._outbox.popleft()
             self._pending.pop(dropped, None)
@@ -269,20 +271,25 @@ class SharedState:
     # -- applying the stream ---------------------------------------------------------------
     def _apply(self, entry: Entry) -> None:
         self._last_id = entry.entry_id
+        own = self._pending.pop(entry.uid, None) if entry.origin == self.replica else None
+        if own is not None:
+            event, finding = own
+        else:
+            try:
+                event, finding = codec.decode(entry.payload), None
+            except BadEvent:
+                self.stats.unreadable += 1
+                return
         try:
-            event = codec.decode(entry.payload)
-        except BadEvent:
-            self.stats.unreadable += 1
-            return
-        try:
-            self._apply_event(entry, event)
+            self._apply_event(entry, event, finding)
         except Exception:  # a bug must not stop this replica following the stream
             self.stats.unreadable += 1
             log.exception("shared state: could not apply event %s", entry.entry_id)
 
-    def _apply_event(self, entry: Entry, event: SharedEvent) -> None:
+    def _apply_event(self, entry: Entry, event: SharedEvent, finding: Finding | None) -> None:
+        """``finding``: what this replica's engines made of its own event, when it still
+        holds it (None for another replica's event: applied here now)."""
         own = entry.origin == self.replica
-        finding = self._pending.pop(entry.uid, None) if own else None
         advisories = self.advisories
         if isinstance(event, Tick):
             if advisories is not None:
