@@ -40,6 +40,8 @@ DEFAULT_PORTS = {"grpc": 4317, "http": 4318, "advisories": 4320, "telemetry": 94
 RUN_TIMEOUT_S = 600.0  # a block that installs packages takes minutes on a cold cache
 READY_TIMEOUT_S = 600.0  # ./scripts/serve installs the project into .venv on its first run
 LOG_TIMEOUT_S = 30.0
+# What an output block after a background block reads: the background's log, waited for.
+BACKGROUND = "<the background block's log>"
 
 _MARKED = re.compile(
     r"^<!-- doc-test(?:\((?P<group>[\w-]+)\))?: (?P<spec>.*?) -->\n"
@@ -118,6 +120,10 @@ class DocSession:
             self._last_output = self._finish([sys.executable, "-c", body], where)
         elif block.kind == "background":
             self._start(body, self.substitute(block.options.removeprefix("ready at ").strip()))
+        elif block.kind == "output" and self._last_output is BACKGROUND:
+            # What a background block printed before it answered may still be in the pipe
+            # (the reading thread lags on a busy machine): waited for, as a log is.
+            self._wait_for_log(body, where)
         elif block.kind == "output":
             missing = unmatched(body, self._last_output)
             assert not missing, f"{where}: not printed: {missing}\nprinted:\n{self._last_output}"
@@ -158,7 +164,7 @@ class DocSession:
             assert process.poll() is None, f"the background block exited:\n{self.log}"
             assert time.monotonic() < deadline, f"{ready_url} never answered:\n{self.log}"
             time.sleep(0.1)
-        self._last_output = self.log
+        self._last_output = BACKGROUND
 
     def _collect(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
