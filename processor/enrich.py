@@ -19,7 +19,7 @@ one from Python costs several times more).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Set
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
@@ -167,27 +167,40 @@ def _prefixed(prefix: str, values: Mapping[str, Value]) -> dict[str, Value]:
     return {prefix + key: value for key, value in values.items()}
 
 
+Read = Mapping[bytes, tuple[int, Mapping[str, object]]]
+"""Of a span, by id: how many attributes it had and the wanted ones, as the classifier read
+them (``Classifier.read``). Every key under "mcp." is wanted, the prefixes written here
+included, so a span that still has as many attributes holds none of ours but those."""
+
+
 def annotate(
-    spans: Mapping[bytes, Span], decision: CallDecision, memory: AnnotationMemory | None = None
+    spans: Mapping[bytes, Span],
+    decision: CallDecision,
+    memory: AnnotationMemory | None = None,
+    read: Read | None = None,
 ) -> int:
     """Add the decision's attributes to each of its spans present here; return how many."""
-    return _add(spans, decision.call.span_ids, decision_attributes(decision), memory)
+    return _add(spans, decision.call.span_ids, decision_attributes(decision), memory, read)
 
 
 def annotate_listing(
-    spans: Mapping[bytes, Span], finding: RosterFinding, memory: AnnotationMemory | None = None
+    spans: Mapping[bytes, Span],
+    finding: RosterFinding,
+    memory: AnnotationMemory | None = None,
+    read: Read | None = None,
 ) -> int:
-    return _add(spans, finding.listing.span_ids, roster_attributes(finding), memory)
+    return _add(spans, finding.listing.span_ids, roster_attributes(finding), memory, read)
 
 
 def annotate_undecided(
     spans: Mapping[bytes, Span],
     undecided: Mapping[bytes, tuple[Verdict, SpanFate]],
     memory: AnnotationMemory | None = None,
+    read: Read | None = None,
 ) -> int:
     """Each call span whose call was not decided in its request: its own verdict."""
     return sum(
-        _add(spans, (span_id,), undecided_attributes(verdict, fate), memory)
+        _add(spans, (span_id,), undecided_attributes(verdict, fate), memory, read)
         for span_id, (verdict, fate) in undecided.items()
     )
 
@@ -208,21 +221,32 @@ def _add(
     span_ids: tuple[bytes, ...],
     attributes: dict[str, Value],
     memory: AnnotationMemory | None,
+    read: Read | None = None,
 ) -> int:
     annotated = 0
     for span_id in span_ids:
         span = spans.get(span_id)
         if span is None:
             continue
-        _write(span, attributes)
+        _write(span, attributes, read.get(span_id) if read is not None else None)
         if memory is not None:
             memory.keep((span.trace_id, span_id), attributes)
         annotated += 1
     return annotated
 
 
-def _write(span: Span, attributes: Mapping[str, object]) -> None:
-    present = {kv.key for kv in span.attributes}
+def _write(
+    span: Span,
+    attributes: Mapping[str, object],
+    read: tuple[int, Mapping[str, object]] | None = None,
+) -> None:
+    """Add what the span does not hold yet. Which keys it holds: from what the classifier
+    read of it (``read``) while nothing has been added since, else by reading every key."""
+    present: Set[str]
+    if read is not None and read[0] == len(span.attributes):
+        present = read[1].keys()
+    else:
+        present = {kv.key for kv in span.attributes}
     if isinstance(attributes, Annotation) and present.isdisjoint(attributes):
         span.MergeFrom(attributes.carrier)  # appends them all, in order, in one call
         return

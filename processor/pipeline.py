@@ -74,7 +74,10 @@ class Pipeline:
         # In span time within the request: the order spans sit in a request decides nothing.
         events.sort(key=_start_ns)
         self._publish(events, annotate_spans=True)
-        annotate_undecided(self.classifier.spans, self.classifier.undecided, self.annotations)
+        classifier = self.classifier
+        annotate_undecided(
+            classifier.spans, classifier.undecided, self.annotations, classifier.read
+        )
         spans = self.classifier.spans
         restore((spans[span_id] for span_id in self.classifier.duplicates), self.annotations)
 
@@ -121,7 +124,7 @@ class Pipeline:
                 self._listing(finding, annotate_spans)
                 continue
             if annotate_spans:
-                annotate(self.classifier.spans, finding, self.annotations)
+                annotate(self.classifier.spans, finding, self.annotations, self.classifier.read)
             self._log(finding)
             self._emit(finding)
             for revised in finding.revised:  # their spans have gone on: counted, not written
@@ -141,7 +144,7 @@ class Pipeline:
 
     def _listing(self, finding: RosterFinding, annotate_spans: bool) -> None:
         if annotate_spans:
-            annotate_listing(self.classifier.spans, finding, self.annotations)
+            annotate_listing(self.classifier.spans, finding, self.annotations, self.classifier.read)
         if finding.collapse is not None:
             collapse = finding.collapse
             log.info(

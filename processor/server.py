@@ -267,6 +267,7 @@ class Service:
                 # Read after each request: the classifier rebinds its span map per request.
                 lambda: self.pipeline.classifier.spans.values(),
                 config.forward.strip_attributes,
+                lambda: self.pipeline.classifier.read,
             )
         self.stage = (
             stage

@@ -24,14 +24,22 @@ from collections.abc import Callable, Iterable
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from processor.classify.dialects import may_be_mcp
+from processor.classify.dialects import READ_KEYS, READ_PREFIXES, may_be_mcp
+from processor.enrich import PREFIX, ROSTER_PREFIX, Read
 from processor.sender import Sender
 from processor.sparse import RequestSpans
 from processor.stage import SpanHook
 
 
-def strip_spans(spans: Iterable[Span], keys: frozenset[str]) -> None:
+def strip_spans(spans: Iterable[Span], keys: frozenset[str], read: Read | None = None) -> None:
+    """``read``: what the classifier read of each span (``Classifier.read``), which tells
+    that a span holds none of ``keys`` without reading its every key, when each of them is
+    one the classifier reads and none is one the annotations write (``knowable``)."""
     for span in spans:
+        if read is not None:
+            seen = read.get(span.span_id)
+            if seen is not None and seen[1].keys().isdisjoint(keys):
+                continue
         attributes = span.attributes
         doomed = [i for i, kv in enumerate(attributes) if kv.key in keys]
         for index in reversed(doomed):
@@ -46,6 +54,16 @@ def mcp_named_spans(request: RequestSpans) -> Iterable[Span]:
                     yield span
 
 
+def knowable(keys: Iterable[str]) -> bool:
+    """Whether what the classifier read of a span tells if it holds any of ``keys``: each
+    is a key the classifier reads, and none is written by the annotations after it read."""
+    return all(
+        (key in READ_KEYS or key.startswith(READ_PREFIXES))
+        and not key.startswith((PREFIX, ROSTER_PREFIX))
+        for key in keys
+    )
+
+
 class StripAfter:
     """A stage hook: ``analyse``, then drop ``keys`` from the MCP spans it found."""
 
@@ -54,17 +72,22 @@ class StripAfter:
         analyse: SpanHook,
         found: Callable[[], Iterable[Span]],
         keys: Iterable[str],
+        read: Callable[[], Read] | None = None,
     ) -> None:
-        """``found`` gives the MCP spans of the request ``analyse`` last read."""
+        """``found`` gives the MCP spans of the request ``analyse`` last read; ``read``,
+        what it read of them (``Classifier.read``), spares reading every key of a span
+        that holds none of ``keys``, where that can be known."""
         self._analyse = analyse
         self._found = found
         self.keys = frozenset(keys)
+        self._read = read if knowable(self.keys) else None
 
     def __call__(self, request: RequestSpans, sender: Sender) -> None:
         try:
             self._analyse(request, sender)
             spans = list(self._found())
+            read = self._read() if self._read is not None else None
         except Exception:
             strip_spans(mcp_named_spans(request), self.keys)
             raise
-        strip_spans(spans, self.keys)
+        strip_spans(spans, self.keys, read)

@@ -134,3 +134,21 @@ def test_calls_decided_alike_share_one_annotation() -> None:
     a, b = sink.decisions[0], replace(sink.decisions[0])
     assert enrich.decision_attributes(a) is enrich.decision_attributes(b)
     assert enrich.decision_attributes(a) == enrich._decision_attributes(a)
+
+
+def test_what_the_classifier_read_stands_in_for_the_keys_only_while_nothing_was_added() -> None:
+    """enrich learns which of its keys a span holds from Classifier.read while the span has
+    as many attributes as when it was read; after a write, it reads the keys again, so a
+    second annotation of the same span never writes a key twice."""
+    span = Span(name="x")
+    span.attributes.add(key="mcp.breaker.outcome").value.string_value = "theirs"
+    read = (1, {"mcp.breaker.outcome": "theirs"})
+    first = enrich.Annotation({"mcp.breaker.outcome": "ok", "mcp.breaker.state": "closed"})
+    enrich._write(span, first, read)
+    second = enrich.Annotation({"mcp.breaker.state": "open", "mcp.roster.stale": True})
+    enrich._write(span, second, read)  # stale now: 3 attributes, not 1
+    assert [(kv.key, kv.value.string_value or kv.value.bool_value) for kv in span.attributes] == [
+        ("mcp.breaker.outcome", "theirs"),
+        ("mcp.breaker.state", "closed"),
+        ("mcp.roster.stale", True),
+    ]

@@ -236,7 +236,10 @@ def make_rig(
     )
     registry.register(StoreCollector(pipeline.store_sizes, lambda: {}))
     hook = StripAfter(
-        pipeline, lambda: pipeline.classifier.spans.values(), config.forward.strip_attributes
+        pipeline,
+        lambda: pipeline.classifier.spans.values(),
+        config.forward.strip_attributes,
+        lambda: pipeline.classifier.read,
     )
     errors: list[BaseException] = []
     stage = Stage((hook,), on_hook_error=lambda: errors.append(_current_exception()))

@@ -64,6 +64,30 @@ class TestTheHook:
         assert attributes(call) == attributes(semconv) == {"keep": "x"}
         assert attributes(other) == PAYLOAD
 
+    def test_what_the_classifier_read_spares_only_the_spans_without_the_keys(self) -> None:
+        """Classifier.read says which keys a span holds; a span said to hold none of them is
+        left alone (here it does hold one, so leaving it shows that it was trusted), and
+        keys the classifier does not read are looked for in every span all the same."""
+        request = request_with(("mcp.tool.call", dict(PAYLOAD)), ("tools/call x", dict(PAYLOAD)))
+        holds, said_not_to = spans_of(request)
+        read = {
+            holds.span_id: (3, {"mcp.tool.arguments": ARGUMENTS}),
+            said_not_to.span_id: (3, {"mcp.tool.name": "x"}),
+        }
+        StripAfter(lambda r, _: None, lambda: [holds, said_not_to], KEYS, lambda: read)(
+            request, Sender()
+        )
+        assert attributes(holds) == {"keep": "x"}
+        assert attributes(said_not_to) == PAYLOAD
+
+        unread = request_with(("mcp.tool.call", {"input.value": "secret", "keep": "x"}))
+        (span,) = spans_of(unread)
+        nothing_read = {span.span_id: (2, {})}
+        StripAfter(lambda r, _: None, lambda: [span], ["input.value"], lambda: nothing_read)(
+            unread, Sender()
+        )
+        assert attributes(span) == {"keep": "x"}
+
     def test_when_the_analysis_fails_every_mcp_named_span_is_stripped(self) -> None:
         """A privacy setting must not depend on the analysis working."""
 

@@ -42,7 +42,14 @@ from processor.classify.fingerprint import fingerprint
 from processor.classify.listing import listing_counts
 from processor.classify.outcome import judge
 from processor.classify.recent import ExpiringKeys, RecentKeys
-from processor.classify.spanview import AttributeValue, SpanView, Wanted, read_attributes, view
+from processor.classify.spanview import (
+    MAX_ATTRIBUTES,
+    AttributeValue,
+    SpanView,
+    Wanted,
+    read_attributes,
+    view,
+)
 from processor.config import ClassifyConfig
 from processor.engines.turns import NS_PER_S
 from processor.sparse import RequestSpans
@@ -139,6 +146,10 @@ class Classifier:
         # Session id -> server name, per tenant: one tenant's spans cannot name another's.
         self._sessions: LRUCache[tuple[str, str], str] = LRUCache(self.config.max_sessions)
         self.spans: dict[bytes, Span] = {}  # the MCP spans of the request last classified
+        # Of each of those with at most MAX_ATTRIBUTES attributes: how many it had and the
+        # wanted ones, as read. Every key under "mcp." is wanted, so enrich and strip learn
+        # from this which of their keys a span holds without reading every key again.
+        self.read: dict[bytes, tuple[int, Mapping[str, AttributeValue]]] = {}
         # The ids of those read before (an exporter's retry): forwarded with what they were
         # given the first time (enrich.restore).
         self.duplicates: list[bytes] = []
@@ -172,6 +183,7 @@ class Classifier:
         self._now = now
         self._latest_ns = int((self._wall_clock() + self.config.max_clock_skew_s) * NS_PER_S)
         self.spans = {}
+        self.read = {}
         self.undecided = {}
         self.duplicates = []
         events: list[Event] = []
@@ -202,6 +214,9 @@ class Classifier:
                         reading.tenant, reading.harness = tenant_name, harness
                         self._cut_names(reading)
                         found[span_view.span_id] = span
+                        count = len(span.attributes)
+                        if count <= MAX_ATTRIBUTES:
+                            self.read[span_view.span_id] = (count, span_view.attributes)
                         events.extend(self._take(reading))
         events.extend(self.expire(now))
         self.stats.forwarded_pending += sum(
