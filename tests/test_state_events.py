@@ -10,6 +10,7 @@ its sequence number.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -35,7 +36,16 @@ from processor.engines.circuit import CircuitKey, Scope, State
 from processor.engines.roster import RosterHealth
 from processor.errors import BadEvent
 from processor.pipeline import Pipeline
-from processor.state.events import Force, Release, SharedEvent, Tick, decode, encode
+from processor.state.events import (
+    _CALL_FIELDS,
+    _LISTING_FIELDS,
+    Force,
+    Release,
+    SharedEvent,
+    Tick,
+    decode,
+    encode,
+)
 
 T0_NS = 1_796_000_000_000_000_000
 NAMES = st.text(min_size=0, max_size=12)
@@ -125,12 +135,35 @@ def test_an_event_decodes_to_what_was_encoded(event: SharedEvent) -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"", b"{}", b"[]", b'{"k":"call"}', b'{"k":"party"}', b"\xff\xfe", b'{"k":"force",'],
-    ids=["empty", "no kind", "not an object", "a call without fields", "unknown", "bytes", "cut"],
+    [
+        *(b"", b"{}", b"[]", b'{"k":"call"}', b'{"k":"party"}', b"\xff\xfe", b'{"k":"force",'),
+        *(b'["call"]', b'["call",' + b"1," * 17 + b"1]", b'["listing",1]', b'["party"]', b"[[]]"),
+    ],
+    ids=[
+        *("empty", "no kind", "empty array", "a call without fields", "unknown", "bytes", "cut"),
+        *("call, no fields", "call, a field too many", "short listing", "array of", "nested"),
+    ],
 )
 def test_what_cannot_be_read_is_refused_whole(data: bytes) -> None:
     with pytest.raises(BadEvent):
         decode(data)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(event=st.one_of(calls(), listings()))
+def test_calls_and_listings_go_as_arrays_and_are_read_as_objects_too(
+    event: ToolCall | ToolListing,
+) -> None:
+    """The stream carries calls and listings as arrays; one written as an object (by a
+    replica from before the arrays) is read all the same."""
+    encoded = encode(event)
+    assert encoded.startswith(b'["call",' if isinstance(event, ToolCall) else b'["listing",')
+    items = json.loads(encoded)
+    names = _CALL_FIELDS if isinstance(event, ToolCall) else (*_LISTING_FIELDS, "trace")
+    if isinstance(event, ToolListing):
+        names = (*names, "spans", "dialect")
+    as_object = {"k": items[0], **dict(zip(names, items[1:], strict=True))}
+    assert decode(json.dumps(as_object).encode()) == event
 
 
 def test_a_call_never_carries_raw_arguments() -> None:

@@ -1,5 +1,12 @@
 """The events replicas share: what the engines consume, as compact JSON.
 
+Calls and listings, nearly all of the stream, are JSON arrays whose positions are the
+fields (``_CALL``, ``_LISTING``): every replica encodes its own and decodes every other's,
+and an array costs half an object both ways. The rare operator events and ticks are
+objects. A call or listing written as an object, as replicas before the arrays wrote them,
+is still read (in a rolling upgrade, an older replica cannot read the arrays: it counts
+them unreadable and skips them until it is replaced).
+
 A replica shares the *inputs* of its engines, never their state: a tool call's verdict (a
 ``ToolCall``, which holds only a fingerprint of the arguments and a redacted excerpt of
 the error, never the raw arguments), a tool listing, an operator's force or release, and
@@ -63,52 +70,64 @@ _LISTING_FIELDS = tuple(
 )
 
 
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# The first item of an array names its kind; the rest are a call's fields in this order
+# (the keys of the object form), or a listing's (_LISTING_FIELDS, trace, spans, dialect).
+_CALL = "call"
+_LISTING = "listing"
+_CALL_FIELDS = (
+    *("turn", "round", "server", "tool", "fp", "outcome", "class", "neutral", "origin"),
+    *("excerpt", "start", "end", "trace", "spans", "dialect", "harness", "tenant"),
+)
+
+
 def encode(event: SharedEvent) -> bytes:
-    return json.dumps(_encode(event), separators=(",", ":"), ensure_ascii=False).encode()
+    if isinstance(event, ToolCall):
+        verdict = event.verdict
+        failure, neutral, origin = verdict.failure_class, verdict.neutral_reason, verdict.origin
+        items: list[Any] = [
+            _CALL,
+            event.turn,
+            event.round,
+            event.server,
+            event.tool,
+            event.fingerprint,
+            verdict.outcome.value,
+            failure.value if failure is not None else None,
+            neutral.value if neutral is not None else None,
+            origin.value if origin is not None else None,
+            verdict.error_excerpt,
+            event.start_ns,
+            event.end_ns,
+            event.trace_id.hex(),
+            [span.hex() for span in event.span_ids],
+            event.dialect.value,
+            event.harness,
+            event.tenant,
+        ]
+    elif isinstance(event, ToolListing):
+        items = [_LISTING, *(getattr(event, name) for name in _LISTING_FIELDS)]
+        items += [event.trace_id.hex(), [span.hex() for span in event.span_ids]]
+        items.append(event.dialect.value)
+    else:
+        return _JSON.encode(_encode(event)).encode()
+    return _JSON.encode(items).encode()
 
 
 def decode(data: bytes) -> SharedEvent:
     try:
         document = json.loads(data)
+        if isinstance(document, list):
+            return _decode_items(document)
         return _decode(document)
     except BadEvent:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
         raise BadEvent(f"unreadable event: {type(error).__name__}") from None
 
 
-def _encode(event: SharedEvent) -> dict[str, Any]:
-    if isinstance(event, ToolCall):
-        verdict = event.verdict
-        return {
-            "k": "call",
-            "turn": event.turn,
-            "round": event.round,
-            "server": event.server,
-            "tool": event.tool,
-            "fp": event.fingerprint,
-            "outcome": verdict.outcome.value,
-            "class": verdict.failure_class.value if verdict.failure_class else None,
-            "neutral": verdict.neutral_reason.value if verdict.neutral_reason else None,
-            "origin": verdict.origin.value if verdict.origin else None,
-            "excerpt": verdict.error_excerpt,
-            "start": event.start_ns,
-            "end": event.end_ns,
-            "trace": event.trace_id.hex(),
-            "spans": [span.hex() for span in event.span_ids],
-            "dialect": event.dialect.value,
-            "harness": event.harness,
-            "tenant": event.tenant,
-        }
-    if isinstance(event, ToolListing):
-        body = {name: getattr(event, name) for name in _LISTING_FIELDS}
-        body.update(
-            k="listing",
-            trace=event.trace_id.hex(),
-            spans=[span.hex() for span in event.span_ids],
-            dialect=event.dialect.value,
-        )
-        return body
+def _encode(event: Force | Release | Tick) -> dict[str, Any]:
+    """The rare events, as objects."""
     if isinstance(event, Force):
         return {
             "k": "force",
@@ -137,34 +156,23 @@ _ORIGINS = _by_value(FailureOrigin)
 _DIALECTS = _by_value(Dialect)
 
 
+def _decode_items(items: list[Any]) -> SharedEvent:
+    """A call or a listing as an array (``encode``), read as its object would be."""
+    kind = items[0]
+    if kind == _CALL:
+        return _call(items[1:])
+    if kind == _LISTING:
+        names = (*_LISTING_FIELDS, "trace", "spans", "dialect")
+        if len(items) != len(names) + 1:
+            raise BadEvent(f"a listing of {len(items)} items")
+        return _decode(dict(zip(("k", *names), items, strict=True)))
+    raise BadEvent(f"unknown event kind {str(kind)[:20]!r}")
+
+
 def _decode(document: dict[str, Any]) -> SharedEvent:
     kind = document["k"]
     if kind == "call":
-        outcome = _OUTCOMES[document["outcome"]]
-        if outcome is None:
-            raise BadEvent("a call without an outcome")
-        verdict = Verdict(
-            outcome=outcome,
-            failure_class=_FAILURE_CLASSES[document["class"]],
-            neutral_reason=_NEUTRAL_REASONS[document["neutral"]],
-            origin=_ORIGINS[document["origin"]],
-            error_excerpt=str(document["excerpt"]),
-        )
-        return ToolCall(
-            turn=str(document["turn"]),
-            round=_int_or_none(document["round"]),
-            server=document["server"],
-            tool=str(document["tool"]),
-            fingerprint=document["fp"],
-            verdict=verdict,
-            start_ns=int(document["start"]),
-            end_ns=int(document["end"]),
-            trace_id=bytes.fromhex(document["trace"]),
-            span_ids=tuple(bytes.fromhex(s) for s in document["spans"]),
-            dialect=_dialect(document["dialect"]),
-            harness=str(document["harness"]),
-            tenant=str(document["tenant"]),
-        )
+        return _call([document[name] for name in _CALL_FIELDS])
     if kind == "listing":
         values = {name: document[name] for name in _LISTING_FIELDS}
         for name in _LISTING_TUPLES:
@@ -201,6 +209,38 @@ def _decode(document: dict[str, Any]) -> SharedEvent:
     if kind == "tick":
         return Tick()
     raise BadEvent(f"unknown event kind {str(kind)[:20]!r}")
+
+
+def _call(fields: list[Any]) -> ToolCall:
+    """A call from its fields in ``_CALL_FIELDS`` order (ValueError if there are not so
+    many, KeyError for an unknown enum value: both BadEvent in ``decode``)."""
+    (turn, round_, server, tool, fingerprint, outcome, failure, neutral, origin, excerpt,
+     start, end, trace, spans, dialect, harness, tenant) = fields  # fmt: skip
+    known_outcome = _OUTCOMES[outcome]
+    if known_outcome is None:
+        raise BadEvent("a call without an outcome")
+    verdict = Verdict(
+        outcome=known_outcome,
+        failure_class=_FAILURE_CLASSES[failure],
+        neutral_reason=_NEUTRAL_REASONS[neutral],
+        origin=_ORIGINS[origin],
+        error_excerpt=str(excerpt),
+    )
+    return ToolCall(
+        turn=str(turn),
+        round=_int_or_none(round_),
+        server=server,
+        tool=str(tool),
+        fingerprint=fingerprint,
+        verdict=verdict,
+        start_ns=int(start),
+        end_ns=int(end),
+        trace_id=bytes.fromhex(trace),
+        span_ids=tuple(bytes.fromhex(s) for s in spans),
+        dialect=_dialect(dialect),
+        harness=str(harness),
+        tenant=str(tenant),
+    )
 
 
 def _key(key: CircuitKey) -> dict[str, str]:
