@@ -37,6 +37,8 @@ from processor.classify.events import (
     ToolCall,
     ToolListing,
     Verdict,
+    build_tool_call,
+    build_tool_listing,
 )
 from processor.classify.fingerprint import fingerprint
 from processor.classify.listing import listing_counts
@@ -208,7 +210,9 @@ class Classifier:
                     if scope is None:
                         scope = scope_spans.scope.name
                     span_view = view(span, resource, scope, wanted)
-                    self._clamp_times(span_view)
+                    end_ns = span_view.end_ns
+                    if end_ns > self._latest_ns or span_view.start_ns > end_ns:
+                        self._clamp_times(span_view)  # rare: a clock ahead of ours
                     reading = read(span_view, patterns)
                     if reading is not None:
                         reading.tenant, reading.harness = tenant_name, harness
@@ -463,7 +467,7 @@ class Classifier:
             spans: tuple[bytes, ...] = (span.span_id,)
         else:
             spans = (span.span_id, other.span.span_id)
-        return ToolCall(
+        return build_tool_call(
             turn=turn,
             round=round_,
             server=server,
@@ -485,7 +489,7 @@ class Classifier:
         counts, problems = listing_counts(reading.counts)
         if problems:
             self.stats.malformed_listings += 1
-        return ToolListing(
+        return build_tool_listing(
             turn=turn,
             round=round_,
             server=reading.server or self._sessions.get((reading.tenant, reading.session_id or "")),

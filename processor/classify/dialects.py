@@ -11,10 +11,11 @@ import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
-from processor.classify.events import Dialect, Side
-from processor.classify.outcome import Signals, as_int
+from processor.classify.events import Dialect, Side, builder
+from processor.classify.outcome import Signals, as_int, build_signals
 from processor.classify.result import ResultReading, as_bool, read_result
 from processor.classify.spanview import (
     SPAN_KIND_CLIENT,
@@ -94,6 +95,9 @@ class Reading:
     harness: str = ""
 
 
+build_reading = builder(Reading)  # one per MCP span: Reading(...) costs twice as much
+
+
 def read(span: SpanView, hidden_patterns: Sequence[re.Pattern[str]] = ()) -> Reading | None:
     """The Reading of an MCP span, or None for a span that is not a call or a listing."""
     name = span.name
@@ -122,7 +126,7 @@ def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
             for k, v in attrs.items()
             if k.startswith(("mcp.tools.", "mcp.namespaces.", "mcp.session.tool_snapshot"))
         }
-        return Reading(
+        return build_reading(
             kind=Kind.LISTING,
             dialect=Dialect.HARNESS,
             side=Side.UNSPECIFIED,
@@ -136,7 +140,7 @@ def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
     )
     raw_arguments = attrs.get("mcp.tool.arguments")
     arguments = loads(raw_arguments)
-    return Reading(
+    return build_reading(
         kind=Kind.CALL,
         dialect=Dialect.HARNESS,
         side=Side.UNSPECIFIED,
@@ -146,7 +150,7 @@ def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
         arguments=arguments,
         has_arguments=raw_arguments is not None and arguments is not None,
         arguments_digest=text(ARGS_HASH_ATTRIBUTE),
-        signals=Signals(
+        signals=build_signals(
             outcome_attribute=text("mcp.tool.outcome"),
             failure_class_attribute=text("mcp.tool.failure_class"),
             error_type=text("error.type"),
@@ -164,25 +168,53 @@ def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
     )
 
 
-def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -> Reading:
-    attrs = span.attributes
-    text = span.text
-    name, scope = span.name, span.scope
-    fastmcp = scope == FASTMCP_SCOPE or any(k.startswith("fastmcp.") for k in attrs)
+# What a semconv span's name, kind, scope and method alone say: (dialect, unless its
+# attributes say fastmcp; side; whether the mcp SDK client named it; tool from the name).
+# The same few names come again and again, and working this out costs more than a lookup.
+_Shape = tuple[Dialect, Side, bool, str]
+_SHAPES: dict[tuple[str, int, str, str], _Shape] = {}
+MAX_SHAPES = 4096  # then forgotten all at once: a sender of unique names only fills it
+MAX_SHAPE_NAME_CHARS = 256  # longer names are worked out each time, never kept
+
+
+def _semconv_shape(name: str, kind: int, scope: str, method: str) -> _Shape:
     sdk_client = name.startswith(SDK_CLIENT_PREFIX)
-    sdk = sdk_client or scope == MCP_SDK_SCOPE
-    dialect = Dialect.FASTMCP if fastmcp else Dialect.MCP_SDK if sdk else Dialect.SEMCONV
-    kind = span.kind
+    if scope == FASTMCP_SCOPE:
+        dialect = Dialect.FASTMCP
+    elif sdk_client or scope == MCP_SDK_SCOPE:
+        dialect = Dialect.MCP_SDK
+    else:
+        dialect = Dialect.SEMCONV
     if kind == SPAN_KIND_CLIENT or sdk_client:
         side = Side.CLIENT
     elif kind == SPAN_KIND_SERVER:
         side = Side.SERVER
     else:
         side = Side.UNSPECIFIED
-    tool = text("gen_ai.tool.name") or _tool_from_name(name, method)
+    return dialect, side, sdk_client, _tool_from_name(name, method)
+
+
+def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -> Reading:
+    attrs = span.attributes
+    text = span.text
+    name = span.name
+    key = (name, span.kind, span.scope, method)
+    shape = _SHAPES.get(key)
+    if shape is None:
+        shape = _semconv_shape(*key)
+        if len(name) <= MAX_SHAPE_NAME_CHARS:
+            if len(_SHAPES) >= MAX_SHAPES:
+                _SHAPES.clear()
+            _SHAPES[key] = shape
+    dialect, side, sdk_client, named_tool = shape
+    # Any fastmcp attribute makes it fastmcp's, whatever its scope (map: no Python frame
+    # per key, as a generator would make).
+    if dialect is not Dialect.FASTMCP and any(map(str.startswith, attrs, repeat("fastmcp."))):
+        dialect = Dialect.FASTMCP
+    tool = text("gen_ai.tool.name") or named_tool
     server = text("mcp.server.name") or text("fastmcp.server.name")
     if method == LIST_METHOD:
-        return Reading(
+        return build_reading(
             kind=Kind.LISTING,
             dialect=dialect,
             side=side,
@@ -194,7 +226,7 @@ def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -
     arguments = loads(raw_arguments)
     result = read_result(attrs.get("gen_ai.tool.call.result"))
     rpc_code = text("rpc.response.status_code") or text("rpc.jsonrpc.error_code")
-    return Reading(
+    return build_reading(
         kind=Kind.CALL,
         dialect=dialect,
         side=side,
@@ -225,7 +257,7 @@ def _traceloop_call(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Read
     output = loads(attrs.get("traceloop.entity.output"))
     output = output if isinstance(output, dict) else {}
     has_arguments = "arguments" in given
-    return Reading(
+    return build_reading(
         kind=Kind.CALL,
         dialect=Dialect.TRACELOOP,
         side=Side.CLIENT,
@@ -250,7 +282,7 @@ def _traceloop_listing(span: SpanView) -> Reading:
     counts: dict[str, AttributeValue] = {}
     if isinstance(tools, list):
         counts["listed"] = len(tools)
-    return Reading(
+    return build_reading(
         kind=Kind.LISTING, dialect=Dialect.TRACELOOP, side=Side.CLIENT, span=span, counts=counts
     )
 
@@ -263,13 +295,15 @@ def _logfire(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading | N
     if method not in (CALL_METHOD, LIST_METHOD):
         return None
     if method == LIST_METHOD:
-        return Reading(kind=Kind.LISTING, dialect=Dialect.LOGFIRE, side=Side.CLIENT, span=span)
+        return build_reading(
+            kind=Kind.LISTING, dialect=Dialect.LOGFIRE, side=Side.CLIENT, span=span
+        )
     params = request.get("params")
     params = params if isinstance(params, dict) else {}
     response = loads(attrs.get("response"))
     response = response if isinstance(response, dict) else {}
     side = Side.SERVER if span.is_server else Side.CLIENT
-    return Reading(
+    return build_reading(
         kind=Kind.CALL,
         dialect=Dialect.LOGFIRE,
         side=side,
@@ -301,7 +335,7 @@ def _signals(
     its recorded result says, plus what the dialect found in its own attributes."""
     # Spelled out rather than passed on as **kwargs: this runs for every call span.
     status_code = span.status_code
-    return Signals(
+    return build_signals(
         error_type=span.text("error.type"),
         status_error=status_code == STATUS_CODE_ERROR,
         status_ok=status_code == STATUS_CODE_OK,

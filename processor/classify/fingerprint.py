@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 FINGERPRINT_HEX_CHARS = 32  # 128 bits: collisions are not a concern at any traffic we see
@@ -20,18 +21,40 @@ DEEP_MARKER = "<nested too deep>"
 # Built once: json.dumps with any option set builds a new encoder on every call, which
 # costs about as much as encoding a call's arguments. An encoder keeps no state between calls.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# And its C encoder, built once too: encode() builds a new one on every call, which costs
+# more than encoding small arguments. Without a check for circular references (markers
+# None): what _normalize returns is a tree it built itself, bounded in depth. Its output
+# is what encode() gives (the same C encoder, with the same options).
+_C_ENCODE = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(
+        None,
+        _CANONICAL.default,
+        encode_basestring,
+        None,
+        _CANONICAL.key_separator,
+        _CANONICAL.item_separator,
+        True,  # sort_keys
+        False,  # skipkeys
+        True,  # allow_nan (_normalize leaves no NaN or infinity)
+    )
+)
 
 
 def canonical_json(value: Any) -> str:
-    return _CANONICAL.encode(_normalize(value, 0))
+    normalized = _normalize(value, 0)
+    if _C_ENCODE is None:
+        return _CANONICAL.encode(normalized)
+    return "".join(_C_ENCODE(normalized, 0))
 
 
 def fingerprint(server: str | None, tool: str, arguments: Any) -> str:
     """The hex fingerprint of a call; ``arguments`` is the decoded JSON value."""
-    digest = hashlib.sha256()
-    for part in (server or "", tool, canonical_json(arguments)):
-        digest.update(part.encode("utf-8", "surrogatepass"))
-        digest.update(b"\x00")  # a separator no part can contain unescaped
+    # Each part followed by a separator no part can contain unescaped; hashed as one string
+    # (one encode, one update: the same bytes as part by part, at less cost per call).
+    text = f"{server or ''}\x00{tool}\x00{canonical_json(arguments)}\x00"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()[:FINGERPRINT_HEX_CHARS]
 
 

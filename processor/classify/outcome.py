@@ -22,6 +22,7 @@ from processor.classify.events import (
     NeutralReason,
     Outcome,
     Verdict,
+    builder,
 )
 from processor.classify.redact import redact
 
@@ -107,6 +108,9 @@ class Signals:
     answered: bool = False
     refused_by_advisory: bool = False  # the harness heeded an advisory and did not call
     hidden_patterns: Sequence[re.Pattern[str]] = field(default_factory=tuple)
+
+
+build_signals = builder(Signals)  # one per call span: Signals(...) costs twice as much
 
 
 def judge(signals: Signals) -> Verdict:

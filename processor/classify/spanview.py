@@ -70,6 +70,8 @@ class SpanView:
 
     def text(self, key: str) -> str | None:
         value = self.attributes.get(key)
+        if value.__class__ is str:  # the usual value, as it is (str() would return it)
+            return value
         if value is None or isinstance(value, (dict, list, bytes)):
             return None
         return str(value)
