@@ -20,6 +20,7 @@ one from Python costs several times more).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Set
+from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
@@ -57,12 +58,16 @@ class _Shapes:
         self._max_shapes = max_shapes
         self._built: dict[Hashable, Annotation] = {}
 
-    def get(self, shape: Hashable, build: Callable[[], dict[str, Value]]) -> Annotation:
+    def get(
+        self, shape: Hashable, build: Callable[..., dict[str, Value]], *arguments: Any
+    ) -> Annotation:
+        """The annotation of ``shape``, built as ``build(*arguments)`` the first time. (The
+        arguments, not a closure over them: every decision asks, and most find it built.)"""
         annotation = self._built.get(shape)
         if annotation is None:
             if len(self._built) >= self._max_shapes:
                 self._built.clear()
-            annotation = self._built[shape] = Annotation(build())
+            annotation = self._built[shape] = Annotation(build(*arguments))
         return annotation
 
 
@@ -103,7 +108,7 @@ def decision_attributes(decision: CallDecision) -> Annotation:
         len(decision.revised),
         decision.stale_roster,
     )
-    return _decisions.get(shape, lambda: _decision_attributes(decision))
+    return _decisions.get(shape, _decision_attributes, decision)
 
 
 def _decision_attributes(decision: CallDecision) -> dict[str, Value]:
@@ -128,7 +133,7 @@ def _decision_attributes(decision: CallDecision) -> dict[str, Value]:
 
 def undecided_attributes(verdict: Verdict, fate: SpanFate) -> Annotation:
     shape = (verdict.outcome, verdict.failure_class, verdict.origin, verdict.neutral_reason, fate)
-    return _undecided.get(shape, lambda: _undecided_attributes(verdict, fate))
+    return _undecided.get(shape, _undecided_attributes, verdict, fate)
 
 
 def _undecided_attributes(verdict: Verdict, fate: SpanFate) -> dict[str, Value]:
@@ -141,7 +146,7 @@ def _undecided_attributes(verdict: Verdict, fate: SpanFate) -> dict[str, Value]:
 def roster_attributes(finding: RosterFinding) -> Annotation:
     values = _roster_values(finding)
     # The values are few and plain: they are their own shape.
-    return _listings.get(tuple(values.items()), lambda: _prefixed(ROSTER_PREFIX, values))
+    return _listings.get(tuple(values.items()), _prefixed, ROSTER_PREFIX, values)
 
 
 def _roster_values(finding: RosterFinding) -> dict[str, Value]:

@@ -494,3 +494,58 @@ def test_neutral_calls_change_no_other_decision(plan: Plan) -> None:
         with_neutral.machine.advance(twin, end_s)
         assert twin.state is circuit.state
         assert twin.window == circuit.window
+
+
+def test_the_engines_faster_constructors_keep_what_a_dataclass_promises() -> None:
+    """CallDecision, Evidence, Transition and RosterFinding are built by ``_slot_init``
+    (processor/classify/events.py): still frozen, keyword-only, equal and hashable by value,
+    with their defaults, copied by ``replace`` and pickled as before."""
+    import dataclasses
+    import pickle
+
+    from processor.classify.events import Dialect, ToolListing
+    from processor.engines.breaker import Evidence
+    from processor.engines.roster import ListingState, RosterFinding
+
+    breaker = breaker_for(consecutive_failures=1)
+    breaker.observe(failed(1.0, FailureClass.TRANSPORT, tool="t"))
+    decision = breaker.observe(tool_call(2.0, tool="t"))
+    assert decision.dead_call and decision.evidence is not None
+    assert decision.stale_roster is False and decision.revised == () and not decision.late
+    assert decision.probe is None and decision.opened_block is None
+    assert pickle.loads(pickle.dumps(decision)) == decision
+    assert hash(decision.evidence) == hash(replace(decision.evidence))
+    stale = replace(decision, stale_roster=True)
+    assert stale.stale_roster and stale != decision and stale.call is decision.call
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decision.dead_call = False  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        CallDecision(call=decision.call)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Evidence(0, 0, None, None, None, "", "", None)  # type: ignore[misc]
+    moved = Transition(
+        key=SERVER_KEY, source=State.CLOSED, target=State.OPEN, trigger=Trigger.FORCED, at_s=1.0
+    )
+    assert moved.reason == "" and moved == replace(moved) and hash(moved) == hash(replace(moved))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        moved.at_s = 2.0  # type: ignore[misc]
+    listing = ToolListing(
+        turn="t1",
+        round=1,
+        server="web",
+        start_ns=1,
+        end_ns=2,
+        trace_id=b"\x01" * 16,
+        span_ids=(b"\x02" * 8,),
+        dialect=Dialect.HARNESS,
+    )
+    finding = RosterFinding(
+        listing=listing,
+        state=ListingState.WARM,
+        missing_attributes=(),
+        collapse=None,
+        namespaces=None,
+    )
+    assert finding.stale_tools == () and pickle.loads(pickle.dumps(finding)) == finding
+    with pytest.raises(TypeError):
+        RosterFinding(listing=listing)  # type: ignore[call-arg]

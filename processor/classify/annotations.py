@@ -36,13 +36,17 @@ class AnnotationMemory:
     def keep(self, key: SpanKey, values: Values) -> None:
         """What was written on the span ``key``; added to what it was given before."""
         now = self._clock()
-        self._forget_old(now)
-        earlier = self._kept.get(key)
+        order, kept = self._order, self._kept
+        # _forget_old's own test, first: one span is kept per MCP span, and most find
+        # nothing to forget (the call is what costs).
+        if order and (len(kept) >= self._max_spans or now - order[0][0] >= self._ttl_s):
+            self._forget_old(now)
+        earlier = kept.get(key)
         if earlier is None:
-            self._order.append((now, key))
-            self._kept[key] = values
+            order.append((now, key))
+            kept[key] = values
         elif earlier is not values:  # a span annotated twice in one request: both kept
-            self._kept[key] = {**values, **earlier}
+            kept[key] = {**values, **earlier}
 
     def recall(self, key: SpanKey) -> Values | None:
         self._forget_old(self._clock())

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from processor.classify.events import FailureClass, Outcome, ToolCall
+from processor.classify.events import FailureClass, Outcome, ToolCall, _slot_init
 from processor.config import BreakerConfig, Rule
 from processor.engines.blame import Count, blame
 from processor.engines.bounded import LruMap
@@ -54,8 +54,17 @@ _FORCED = (State.FORCED_OPEN, State.FORCED_CLOSED)
 _STATE_VALUE = {state: state.value for state in State}  # .value is a property: slower
 _IN_THE_WAY = (State.OPEN, State.HALF_OPEN, State.FORCED_OPEN)  # a rule governed the call
 NO_SERVER = "-"  # the server part of a key when no server could be named
+# The members every call is compared with, read off their enums once: on Python 3.11 an
+# enum member read off its class (Outcome.NEUTRAL) costs some 60 ns, a module name 10.
+_NEUTRAL, _UNKNOWN = Outcome.NEUTRAL, Outcome.UNKNOWN
+_ALLOW, _PROBE, _DENY = Permit.ALLOW, Permit.PROBE, Permit.DENY
+_SERVER_SCOPE, _TOOL_SCOPE = Scope.SERVER, Scope.TOOL
+_NOTHING, _FAILURE = Count.NOTHING, Count.FAILURE
 
 
+# Built per call (a decision each, evidence for each refusal): ``_slot_init`` makes
+# constructing one cheaper, as for the events, and keeps every dataclass behaviour.
+@_slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Evidence:
     calls: int
@@ -68,6 +77,7 @@ class Evidence:
     retry_after_s: float | None
 
 
+@_slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallDecision:
     call: ToolCall
@@ -133,16 +143,16 @@ class Breaker:
         state, governing = _governing(circuits, made_s)
         # A probe permit is for a call made now; a late call is judged by the state alone.
         late = made_s < governing.changed_s
-        permit = Permit.DENY if state in BLOCKING else Permit.ALLOW
+        permit = _DENY if state in BLOCKING else _ALLOW
         outcome = call.verdict.outcome
-        decisive = outcome is not Outcome.NEUTRAL and outcome is not Outcome.UNKNOWN
+        decisive = outcome is not _NEUTRAL and outcome is not _UNKNOWN
         if decisive and not late:
             permit, _ = self.machine.permit(governing, made_s)
-        dead_across = outcome is not Outcome.NEUTRAL and permit is Permit.DENY
-        probe = governing.key.scope if permit is Permit.PROBE else None
+        dead_across = outcome is not _NEUTRAL and permit is _DENY
+        probe = governing.key.scope if permit is _PROBE else None
         rule = None
         if dead_across or state in _IN_THE_WAY:
-            rule = Rule.SERVER if governing.key.scope is Scope.SERVER else Rule.TOOL
+            rule = Rule.SERVER if governing.key.scope is _SERVER_SCOPE else Rule.TOOL
         # Evidence as the harness would have seen it before making the call.
         evidence = self.evidence(governing) if rule else None
         first = governing.first_failure
@@ -173,7 +183,7 @@ class Breaker:
         revised: tuple[CallDecision, ...] = ()
         if turn.placed is not None or transitions:
             revised = self._revise(turn.placed, call, transitions)
-        if outcome is not Outcome.NEUTRAL:
+        if outcome is not _NEUTRAL:
             keys = (
                 (turn_key(call), tool_key, server_key) if server_key else (turn_key(call), tool_key)
             )
@@ -270,7 +280,7 @@ class Breaker:
     ) -> list[Transition]:
         """The call's outcome, into the circuits it is evidence about (``blame.py``)."""
         counts = blame(call)
-        nothing, against = Count.NOTHING, Count.FAILURE  # each read off the enum once
+        nothing, against = _NOTHING, _FAILURE
         if counts.tool is nothing and counts.server is nothing:
             return []
         at_s = call.end_ns / NS_PER_S
@@ -362,7 +372,7 @@ class Breaker:
         circuit = self.circuits.get(key)  # almost always there: no maker to build
         if circuit is None:
             circuit = self.circuits.setdefault(key, lambda: Circuit(key))
-        if call is not None and not circuit.server and call.server and key.scope is Scope.TOOL:
+        if call is not None and not circuit.server and call.server and key.scope is _TOOL_SCOPE:
             circuit.server = call.server
             self._tools_of.setdefault((key.tenant, call.server), set()).add(key)
         return circuit

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from processor.classify.events import _slot_init
 from processor.config import BreakerConfig
 from processor.errors import IllegalTransition
 
@@ -64,6 +65,9 @@ ALLOWED_TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
 )
 BLOCKING = frozenset({State.OPEN, State.FORCED_OPEN})
 _LETS_THROUGH = (State.CLOSED, State.FORCED_CLOSED)  # every call, no permit needed
+# Read off the enum once, for the tests every call makes (advance, record): on Python 3.11
+# an enum member read off its class costs some 60 ns, a module name 10.
+_CLOSED, _OPEN, _HALF_OPEN = State.CLOSED, State.OPEN, State.HALF_OPEN
 
 
 class Scope(enum.StrEnum):
@@ -91,6 +95,7 @@ class FailureRecord:
     excerpt: str
 
 
+@_slot_init  # a cheaper constructor, as for the events: one per move of a circuit
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Transition:
     key: CircuitKey
@@ -219,7 +224,7 @@ class CircuitMachine:
                     circuit, State.CLOSED, Trigger.FORCE_EXPIRED, circuit.forced_until_s
                 )
             )
-        if circuit.state is State.OPEN and circuit.open_until_s <= now_s:
+        if circuit.state is _OPEN and circuit.open_until_s <= now_s:
             events.append(
                 self._transition(
                     circuit, State.HALF_OPEN, Trigger.OPEN_PERIOD_OVER, circuit.open_until_s
@@ -245,7 +250,7 @@ class CircuitMachine:
         """May a call go ahead now? A probe comes with a lease id, to be returned."""
         if circuit.state in _LETS_THROUGH:
             return Permit.ALLOW, None
-        if circuit.state is State.HALF_OPEN and len(circuit.leases) < self.config.probe_permits:
+        if circuit.state is _HALF_OPEN and len(circuit.leases) < self.config.probe_permits:
             self._next_lease += 1
             circuit.leases[self._next_lease] = now_s + self.config.probe_lease_s
             return Permit.PROBE, self._next_lease
@@ -275,7 +280,7 @@ class CircuitMachine:
                 circuit.since_s = failure.at_s
         else:
             circuit.consecutive_failures = 0
-        if circuit.state is State.HALF_OPEN and at_s >= circuit.changed_s:
+        if circuit.state is _HALF_OPEN and at_s >= circuit.changed_s:
             # Only a call that ended after the circuit went half-open answers its probe: a
             # late span from before then is old news.
             target, trigger = (
@@ -284,11 +289,11 @@ class CircuitMachine:
                 else (State.CLOSED, Trigger.PROBE_SUCCEEDED)
             )
             events.append(self._transition(circuit, target, trigger, at_s))
-        elif circuit.state is State.CLOSED and failed:
+        elif circuit.state is _CLOSED and failed:
             tripped = self._trips(circuit)
             if tripped is not None:
                 events.append(self._transition(circuit, State.OPEN, tripped, at_s))
-        elif circuit.state is State.CLOSED:
+        elif circuit.state is _CLOSED:
             circuit.first_failure, circuit.since_s = None, None
         return events
 
