@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from processor.cheap_dataclasses import builder
 from processor.classify import dialects
 from processor.classify.dialects import Kind, Reading, build_reading
 from processor.classify.events import (
@@ -22,7 +23,6 @@ from processor.classify.events import (
     Verdict,
     build_tool_call,
     build_tool_listing,
-    builder,
 )
 from processor.classify.fingerprint import _CANONICAL, _normalize, canonical_json
 from processor.classify.outcome import Signals, build_signals

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from processor.classify.events import Dialect, Side, builder
+from processor.cheap_dataclasses import builder
+from processor.classify.events import Dialect, Side
 from processor.classify.outcome import Signals, as_int, build_signals
 from processor.classify.result import ResultReading, as_bool, read_result
 from processor.classify.spanview import (

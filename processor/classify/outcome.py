@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from processor.cheap_dataclasses import builder
 from processor.classify.events import (
     UNKNOWN_VERDICT,
     FailureClass,
@@ -22,7 +23,6 @@ from processor.classify.events import (
     NeutralReason,
     Outcome,
     Verdict,
-    builder,
 )
 from processor.classify.redact import redact
 

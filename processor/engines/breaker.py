@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from processor.classify.events import FailureClass, Outcome, ToolCall, _slot_init
+from processor.cheap_dataclasses import slot_init
+from processor.classify.events import FailureClass, Outcome, ToolCall
 from processor.config import BreakerConfig, Rule
 from processor.engines.blame import Count, blame
 from processor.engines.bounded import LruMap
@@ -62,9 +63,9 @@ _SERVER_SCOPE, _TOOL_SCOPE = Scope.SERVER, Scope.TOOL
 _NOTHING, _FAILURE = Count.NOTHING, Count.FAILURE
 
 
-# Built per call (a decision each, evidence for each refusal): ``_slot_init`` makes
+# Built per call (a decision each, evidence for each refusal): ``slot_init`` makes
 # constructing one cheaper, as for the events, and keeps every dataclass behaviour.
-@_slot_init
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Evidence:
     calls: int
@@ -77,7 +78,7 @@ class Evidence:
     retry_after_s: float | None
 
 
-@_slot_init
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallDecision:
     call: ToolCall

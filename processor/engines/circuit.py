@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from processor.classify.events import _slot_init
+from processor.cheap_dataclasses import slot_init
 from processor.config import BreakerConfig
 from processor.errors import IllegalTransition
 
@@ -95,7 +95,7 @@ class FailureRecord:
     excerpt: str
 
 
-@_slot_init  # a cheaper constructor, as for the events: one per move of a circuit
+@slot_init  # a cheaper constructor, as for the events: one per move of a circuit
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Transition:
     key: CircuitKey

@@ -22,7 +22,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from processor.classify.events import ToolListing, _slot_init
+from processor.cheap_dataclasses import slot_init
+from processor.classify.events import ToolListing
 from processor.config import RosterConfig
 from processor.engines.bounded import IdleMap
 from processor.engines.turns import NS_PER_S
@@ -64,7 +65,7 @@ def listing_state(listing: ToolListing) -> tuple[ListingState, tuple[str, ...]]:
     return ListingState.COLD, ()
 
 
-@_slot_init  # a cheaper constructor, as for the events: made per listing
+@slot_init  # a cheaper constructor, as for the events: made per listing
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Collapse:
     """The tools offered fell to (near) zero mid-turn; ``until_round`` once it recovered."""
@@ -76,7 +77,7 @@ class Collapse:
     recovered_round: int | None = None
 
 
-@_slot_init  # a cheaper constructor, as for the events: made per listing
+@slot_init  # a cheaper constructor, as for the events: made per listing
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NamespaceHealth:
     attachment: Attachment
@@ -86,7 +87,7 @@ class NamespaceHealth:
     probe_proves: bool | None  # None when no probe source was recorded
 
 
-@_slot_init  # a cheaper constructor, as for the events: one per listing
+@slot_init  # a cheaper constructor, as for the events: one per listing
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RosterFinding:
     listing: ToolListing
