@@ -38,12 +38,13 @@ from processor.classify.dialects import may_be_mcp
 from processor.config import ServiceConfig
 from processor.engines.breaker import Breaker
 from processor.pipeline import Pipeline
-from processor.sender import UNKNOWN_SENDER, Sender
+from processor.sender import Sender
 from processor.server import Service, tune_garbage_collection
 from processor.sparse import RequestSpans
 from processor.stage import Stage
 
 VARIANTS = ("mixed", "harness")
+STAGE_ERRORS = "mcp_breaker_stage_errors_total"  # serve's count of analyses that failed
 STAGES = ("read", "classify", "pipeline", "sinks", "strip")
 CLOCK_STEP_S = 0.001  # the arrival clock advances per request, as arrivals would
 
@@ -56,8 +57,14 @@ class Run:
         self.duplicates = 0
         self.errors = 0
 
+    def count(self, classifier: Classifier) -> None:
+        """What the classifier found in the request it last read."""
+        self.mcp_spans += len(classifier.spans)
+        self.duplicates += len(classifier.duplicates)
 
-def build(stage_name: str, run: Run) -> Stage:
+
+def build(stage_name: str, run: Run) -> Callable[[bytes], object]:
+    """What the row runs per request: bytes in, through the stage."""
     ticks = iter(range(10**9))
     start = time.time()
 
@@ -68,42 +75,36 @@ def build(stage_name: str, run: Run) -> Stage:
         run.errors += 1
 
     if stage_name == "read":
-        return Stage((), on_hook_error=on_error)
+        return Stage((), on_hook_error=on_error).from_protobuf
     if stage_name == "classify":
         classifier = Classifier()
 
         def classify(request: RequestSpans, sender: Sender) -> None:
             classifier.classify(request, now())
-            run.mcp_spans += len(classifier.spans)
-            run.duplicates += len(classifier.duplicates)
+            run.count(classifier)
 
-        return Stage((classify,), on_hook_error=on_error)
+        return Stage((classify,), on_hook_error=on_error).from_protobuf
     if stage_name == "pipeline":
         pipeline = Pipeline(Classifier(), Breaker(ServiceConfig().breaker), clock=now)
 
         def analyse(request: RequestSpans, sender: Sender) -> None:
             pipeline(request, sender)
-            run.mcp_spans += len(pipeline.classifier.spans)
-            run.duplicates += len(pipeline.classifier.duplicates)
+            run.count(pipeline.classifier)
 
-        return Stage((analyse,), on_hook_error=on_error)
+        return Stage((analyse,), on_hook_error=on_error).from_protobuf
     config = ServiceConfig()
     if stage_name == "sinks":
         config = dataclasses.replace(
             config, forward=dataclasses.replace(config.forward, strip_attributes=())
         )
-    service = Service(config)
-    service.pipeline._clock = now  # the same arrival clock as the other rows
-    inner = service.stage
+    service = Service(config)  # its own arrival clock: the wall clock, as serve's
 
-    def counted(request: RequestSpans, sender: Sender) -> None:
-        for hook in inner._hooks:
-            hook(request, sender)
-        classifier = service.pipeline.classifier
-        run.mcp_spans += len(classifier.spans)
-        run.duplicates += len(classifier.duplicates)
+    def serve(payload: bytes) -> None:
+        service.stage.from_protobuf(payload)
+        run.count(service.pipeline.classifier)
+        run.errors = int(service.registry.get_sample_value(STAGE_ERRORS) or 0)
 
-    return Stage((counted,), on_hook_error=on_error)
+    return serve
 
 
 def cpu_ns(work: Callable[[], object]) -> int:
@@ -139,12 +140,10 @@ def measure(variant: str, rounds: int, requests: int) -> dict[str, float]:
         timings = {"parse+serialize": cpu_ns(baseline), "naive": cpu_ns(naive)}
         for name in STAGES:
             run = Run()
-            stage = build(name, run)
-            timings[name] = cpu_ns(
-                lambda stage=stage, payloads=payloads: [
-                    stage.from_protobuf(p, UNKNOWN_SENDER) for p in payloads
-                ]
-            )
+            process = build(name, run)
+            timings[name] = cpu_ns(lambda process=process, payloads=payloads: [
+                process(p) for p in payloads
+            ])  # fmt: skip
             if name != "read":
                 problems = _check(name, run, expected_mcp)
                 if problems:
@@ -152,7 +151,7 @@ def measure(variant: str, rounds: int, requests: int) -> dict[str, float]:
         for name, value in timings.items():
             best[name] = min(best.get(name, float("inf")), value)
     spans = requests * SPANS_PER_REQUEST
-    per_mcp = spans / (expected_mcp / requests * requests)
+    per_mcp = spans / expected_mcp
     row: dict[str, float] = {f"{k}_ns_per_span": v / spans for k, v in best.items()}
     row["mcp_spans_per_request"] = expected_mcp / requests
     previous = 0.0

@@ -40,8 +40,6 @@ DEFAULT_PORTS = {"grpc": 4317, "http": 4318, "advisories": 4320, "telemetry": 94
 RUN_TIMEOUT_S = 600.0  # a block that installs packages takes minutes on a cold cache
 READY_TIMEOUT_S = 600.0  # ./scripts/serve installs the project into .venv on its first run
 LOG_TIMEOUT_S = 30.0
-# What an output block after a background block reads: the background's log, waited for.
-BACKGROUND = "<the background block's log>"
 
 _MARKED = re.compile(
     r"^<!-- doc-test(?:\((?P<group>[\w-]+)\))?: (?P<spec>.*?) -->\n"
@@ -105,6 +103,8 @@ class DocSession:
         self._background: subprocess.Popen[str] | None = None
         self._background_output: list[str] = []
         self._last_output = ""
+        # The last block ran in the background: an output block waits for its log.
+        self._after_background = False
 
     def substitute(self, text: str) -> str:
         for name, default in DEFAULT_PORTS.items():
@@ -120,7 +120,7 @@ class DocSession:
             self._last_output = self._finish([sys.executable, "-c", body], where)
         elif block.kind == "background":
             self._start(body, self.substitute(block.options.removeprefix("ready at ").strip()))
-        elif block.kind == "output" and self._last_output is BACKGROUND:
+        elif block.kind == "output" and self._after_background:
             # What a background block printed before it answered may still be in the pipe
             # (the reading thread lags on a busy machine): waited for, as a log is.
             self._wait_for_log(body, where)
@@ -133,6 +133,7 @@ class DocSession:
             raise AssertionError(f"{where}: unknown doc-test kind {block.kind!r}")
 
     def _finish(self, command: list[str], where: str) -> str:
+        self._after_background = False  # what is printed now is this block's
         result = subprocess.run(
             command,
             cwd=self.cwd,
@@ -164,7 +165,7 @@ class DocSession:
             assert process.poll() is None, f"the background block exited:\n{self.log}"
             assert time.monotonic() < deadline, f"{ready_url} never answered:\n{self.log}"
             time.sleep(0.1)
-        self._last_output = BACKGROUND
+        self._after_background = True
 
     def _collect(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
