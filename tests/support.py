@@ -255,28 +255,42 @@ def answers(url: str) -> bool:
     return True
 
 
+START_ATTEMPTS = 3  # a free port can be taken by someone else before serve binds it
+
+
 def start_serve(
     *flags: str, env: dict[str, str] | None = None, stderr: int | None = subprocess.PIPE
 ) -> tuple[subprocess.Popen[str], dict[str, int]]:
-    """``mcp-breaker serve`` as a process on free loopback ports, once /healthz answers."""
-    ports = {name: free_port() for name in LISTEN_KEYS}
-    listen = [f"{LISTEN_KEYS[name]}={LOOPBACK}:{port}" for name, port in ports.items()]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "processor",
-            "serve",
-            *(arg for flag in listen for arg in ("--set", flag)),
-            *flags,
-        ],
-        stderr=stderr,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    url = f"http://{LOOPBACK}:{ports['telemetry']}/healthz"
-    wait_until(lambda: process.poll() is not None or answers(url), what="service up")
-    if process.poll() is not None:
+    """``mcp-breaker serve`` as a process on free loopback ports, once /healthz answers.
+
+    A port found free can be taken (by an outgoing connection's ephemeral port, say)
+    before serve binds it: serve then exits saying it cannot listen, and it is started
+    again on other free ports."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        ports = {name: free_port() for name in LISTEN_KEYS}
+        listen = [f"{LISTEN_KEYS[name]}={LOOPBACK}:{port}" for name, port in ports.items()]
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "processor",
+                "serve",
+                *(arg for flag in listen for arg in ("--set", flag)),
+                *flags,
+            ],
+            stderr=stderr,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        url = f"http://{LOOPBACK}:{ports['telemetry']}/healthz"
+        wait_until(
+            lambda process=process, url=url: process.poll() is not None or answers(url),
+            what="service up",
+        )
+        if process.poll() is None:
+            return process, ports
         _, log = process.communicate()
-        raise AssertionError(f"serve exited with {process.returncode}: {log}")
-    return process, ports
+        taken = log is None or "cannot listen on" in log  # no log kept: assume so
+        if not taken or attempt == START_ATTEMPTS:
+            raise AssertionError(f"serve exited with {process.returncode}: {log}")
+    raise AssertionError("unreachable")

@@ -1,0 +1,95 @@
+"""The Redis side of shared state against a real ``redis-server``: what a replica reads
+back from the stream is what was appended, in order, whichever protocol the URL asks for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from processor.state.store import Entry, RedisStore
+from tests.redis_server import RedisServer
+
+PREFIX = "test"
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+def read_all(url: str, after: str = "0-0", count: int = 500, block_ms: int = 0) -> list[Entry]:
+    async def read() -> list[Entry]:
+        store = RedisStore(aioredis.from_url(url), PREFIX)
+        try:
+            return await store.read(after, count, block_ms)
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
+def append(url: str, origin: str, events: list[tuple[int, bytes]]) -> list[tuple[str, int]]:
+    async def add() -> list[tuple[str, int]]:
+        store = RedisStore(aioredis.from_url(url), PREFIX)
+        try:
+            return await store.append(origin, events)
+        finally:
+            await store.close()
+
+    return asyncio.run(add())
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_entries_come_back_as_appended_in_order_over_either_protocol(
+    redis: RedisServer, protocol: int
+) -> None:
+    first = append(redis.url, "replica-a", [(1, b'["c",1]'), (2, b"\x00\xffraw")])
+    second = append(redis.url, "replica-b", [(7, b"{}")])
+
+    entries = read_all(f"{redis.url}?protocol={protocol}")
+
+    assert [(e.entry_id, e.position) for e in entries] == first + second
+    assert [(e.origin, e.uid, e.payload) for e in entries] == [
+        ("replica-a", 1, b'["c",1]'),
+        ("replica-a", 2, b"\x00\xffraw"),
+        ("replica-b", 7, b"{}"),
+    ]
+    assert [e.position for e in entries] == [1, 2, 3]
+    # The stream's clock: the id's milliseconds.
+    assert all(e.at_s == int(e.entry_id.split("-")[0]) / 1000 for e in entries)
+    # After an entry, only what follows it; a count bounds the read.
+    assert read_all(redis.url, after=entries[0].entry_id) == entries[1:]
+    assert read_all(redis.url, count=1) == entries[:1]
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_wait_that_runs_out_reads_nothing(redis: RedisServer, protocol: int) -> None:
+    assert read_all(f"{redis.url}?protocol={protocol}", block_ms=50) == []
+    append(redis.url, "replica-a", [(1, b"x")])
+    last = read_all(redis.url)[-1].entry_id
+    assert read_all(f"{redis.url}?protocol={protocol}", after=last, block_ms=50) == []
+
+
+def test_an_entry_with_its_fields_in_another_order_is_read_by_name(redis: RedisServer) -> None:
+    async def add_by_hand() -> None:
+        client = aioredis.from_url(redis.url)
+        fields = {"e": b"payload", "u": "9", "o": "elsewhere", "n": "4"}
+        await client.xadd(f"{PREFIX}:events", fields)  # type: ignore[arg-type]
+        await client.aclose()
+
+    asyncio.run(add_by_hand())
+
+    (entry,) = read_all(redis.url)
+    assert (entry.position, entry.origin, entry.uid, entry.payload) == (
+        4,
+        "elsewhere",
+        9,
+        b"payload",
+    )
