@@ -122,6 +122,27 @@ def test_a_failure_seen_at_one_replica_is_known_at_every_other(
         mirror.close()
 
 
+def test_replicas_share_over_resp3_when_the_url_asks_for_it(
+    redis: RedisServer, next_hop: CaptureCollector, tmp_path: Path
+) -> None:
+    # redis-py shapes a RESP3 reply differently (a stream read is a map): the replicas
+    # must read it as well as RESP2's.
+    url = f"{redis.url}?protocol=3"
+    forward = f"forward.endpoint={next_hop.endpoint}"
+    replicas = [ReplicaProcess(name, url, tmp_path, forward) for name in ("r1", "r2")]
+    try:
+        for replica in replicas:
+            replica.start()
+        r1, r2 = replicas
+        open_the_server(r1)
+        wait_until(lambda: server_state(r2) == pb.STATE_OPEN, SETTLE_S, "r2 to hear of it")
+        agree(replicas)
+        assert all(r.state().shared_state.startswith("redis: up") for r in replicas)
+    finally:
+        for replica in replicas:
+            replica.kill()
+
+
 def test_exactly_one_probe_permit_across_all_replicas_and_an_unanswered_one_expires(
     redis: RedisServer, tmp_path: Path
 ) -> None:
