@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import logging
 import multiprocessing
+import os
 import signal
 import socket
 import sys
@@ -64,6 +65,28 @@ def worker_main(config: ServiceConfig, index: int, report: Connection) -> None:
     status = asyncio.run(serve(config, reuse_port=True, on_started=report.send))
     report.close()
     sys.exit(status)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (a container's CPU set, taskset), not the host's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def too_many_workers(workers: int, cores: int) -> str:
+    """What to tell an operator who asked for more workers than there are cores ("" when
+    there are enough): the extra workers only take turns on the same cores, and each one
+    also applies every other worker's events."""
+    if workers <= cores:
+        return ""
+    return (
+        f"server.workers: {workers} workers on {cores} usable "
+        f"core{'s' if cores != 1 else ''}: workers beyond the cores take turns on them and "
+        "each applies every other worker's events: expect no more throughput than "
+        f"{cores} worker{'s' if cores != 1 else ''} give (docs/scaling.md)"
+    )
 
 
 def _claim_ports(config: ServiceConfig) -> tuple[ServiceConfig, list[socket.socket]]:
@@ -113,6 +136,9 @@ class Supervisor:
         self.ports: dict[str, int] = {}
 
     async def start(self) -> bool:
+        crowded = too_many_workers(self.config.server.workers, usable_cores())
+        if crowded:
+            log.warning("%s", crowded)
         shared, held = _claim_ports(self.config)
         # Each worker's own telemetry on loopback; the supervisor's is the public one.
         self._worker_config = dataclasses.replace(

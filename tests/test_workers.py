@@ -24,6 +24,7 @@ from processor.cli import main
 from processor.config import load_config
 from processor.errors import ConfigError
 from processor.telemetry.merge import merge
+from processor.workers import too_many_workers, usable_cores
 from tests.prometheus_server import promtool_check_metrics
 from tests.redis_server import RedisServer
 from tests.support import LISTEN_KEYS, LOOPBACK, answers, free_port, terminate, wait_until
@@ -52,6 +53,16 @@ def test_more_than_one_worker_needs_the_redis_backend() -> None:
     assert any("cannot share one disk queue" in p for p in error.value.problems)
     config = load_config(overrides=["server.workers=2", "state.backend=redis"])
     assert config.server.workers == 2
+
+
+def test_more_workers_than_cores_is_said_at_start() -> None:
+    assert too_many_workers(2, 2) == ""
+    assert too_many_workers(1, 1) == ""
+    warning = too_many_workers(4, 2)
+    assert warning.startswith("server.workers: 4 workers on 2 usable cores:")
+    assert "expect no more throughput than 2 workers give" in warning
+    assert "on 1 usable core:" in too_many_workers(2, 1)
+    assert 1 <= usable_cores() <= (os.cpu_count() or 1)
 
 
 def test_the_command_line_says_why_before_starting(capsys: pytest.CaptureFixture[str]) -> None:
@@ -260,15 +271,16 @@ def test_a_worker_that_dies_is_started_again(workers: Workers) -> None:
     assert answers(workers.url("/healthz"))
 
 
-def test_a_worker_that_cannot_start_fails_the_start(redis: RedisServer) -> None:
-    """Another program holds the gRPC port without SO_REUSEPORT: no worker can listen."""
+def start_on_a_taken_port(redis: RedisServer, *, prefix: tuple[str, ...] = ()) -> str:
+    """``serve --workers 2`` while another program holds the gRPC port without SO_REUSEPORT,
+    so that no worker can listen: its exit status 1 is asserted, its stderr returned."""
     with socket.create_server((LOOPBACK, 0)) as taken:
         ports = {name: free_port() for name in LISTEN_KEYS}
         ports["grpc"] = taken.getsockname()[1]
         settings = [f"{LISTEN_KEYS[name]}={LOOPBACK}:{port}" for name, port in ports.items()]
         settings += ["state.backend=redis", f"state.redis.url={redis.url}"]
         done = subprocess.run(
-            [sys.executable, "-m", "processor", "serve", "--workers", "2"]
+            [*prefix, sys.executable, "-m", "processor", "serve", "--workers", "2"]
             + [arg for setting in settings for arg in ("--set", setting)],
             capture_output=True,
             text=True,
@@ -276,5 +288,18 @@ def test_a_worker_that_cannot_start_fails_the_start(redis: RedisServer) -> None:
             check=False,
         )
     assert done.returncode == 1, done.stderr
-    assert "OTLP/gRPC receiver: cannot listen on" in done.stderr
-    assert "worker 1 did not start" in done.stderr
+    return done.stderr
+
+
+def test_a_worker_that_cannot_start_fails_the_start(redis: RedisServer) -> None:
+    stderr = start_on_a_taken_port(redis)
+    assert "OTLP/gRPC receiver: cannot listen on" in stderr
+    assert "worker 1 did not start" in stderr
+
+
+def test_two_workers_pinned_to_one_core_are_warned_of(redis: RedisServer) -> None:
+    stderr = start_on_a_taken_port(redis, prefix=("taskset", "--cpu-list", "0"))
+    assert "WARNING" in stderr
+    assert "server.workers: 2 workers on 1 usable core:" in stderr
+    # With the cores to spare, no such warning.
+    assert "usable core" not in start_on_a_taken_port(redis) or usable_cores() < 2
