@@ -67,12 +67,36 @@ def worker_main(config: ServiceConfig, index: int, report: Connection) -> None:
     sys.exit(status)
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (a container's CPU set, taskset), not the host's."""
+CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"  # cgroup v2: "<quota> <period>" or "max <period>"
+
+
+def usable_cores(cpu_max: str = CGROUP_CPU_MAX) -> int:
+    """The cores this process may use: its CPU set (taskset, a container's cpuset), and no
+    more than its CPU quota allows (a Kubernetes CPU limit), rounded up."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    try:
+        with open(cpu_max, encoding="ascii") as limits:
+            quota = quota_cores(limits.read())
+    except OSError:  # no cgroup v2 here
+        return cores
+    return min(cores, quota) if quota else cores
+
+
+def quota_cores(cpu_max: str) -> int:
+    """Whole cores a cgroup v2 ``cpu.max`` allows (0: no quota, or unreadable)."""
+    parts = cpu_max.split()
+    if len(parts) != 2 or parts[0] == "max":
+        return 0
+    try:
+        quota, period = int(parts[0]), int(parts[1])
+    except ValueError:
+        return 0
+    if quota <= 0 or period <= 0:
+        return 0
+    return -(-quota // period)  # a limit of 1.5 cores runs on two
 
 
 def too_many_workers(workers: int, cores: int) -> str:

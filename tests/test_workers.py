@@ -24,7 +24,7 @@ from processor.cli import main
 from processor.config import load_config
 from processor.errors import ConfigError
 from processor.telemetry.merge import merge
-from processor.workers import too_many_workers, usable_cores
+from processor.workers import quota_cores, too_many_workers, usable_cores
 from tests.prometheus_server import promtool_check_metrics
 from tests.redis_server import RedisServer
 from tests.support import LISTEN_KEYS, LOOPBACK, answers, free_port, terminate, wait_until
@@ -63,6 +63,19 @@ def test_more_workers_than_cores_is_said_at_start() -> None:
     assert "expect no more throughput than 2 workers give" in warning
     assert "on 1 usable core:" in too_many_workers(2, 1)
     assert 1 <= usable_cores() <= (os.cpu_count() or 1)
+
+
+def test_a_cpu_quota_bounds_the_usable_cores(tmp_path: Path) -> None:
+    assert quota_cores("max 100000") == 0
+    assert quota_cores("100000 100000") == 1
+    assert quota_cores("150000 100000") == 2  # 1.5 cores run on two
+    assert quota_cores("50000 100000") == 1
+    assert quota_cores("") == quota_cores("garbage here") == quota_cores("0 100000") == 0
+    limits = tmp_path / "cpu.max"
+    limits.write_text("100000 100000\n")
+    assert usable_cores(str(limits)) == 1
+    limits.write_text("max 100000\n")
+    assert usable_cores(str(limits)) == usable_cores(str(tmp_path / "absent"))
 
 
 def test_the_command_line_says_why_before_starting(capsys: pytest.CaptureFixture[str]) -> None:
