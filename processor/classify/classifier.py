@@ -218,7 +218,7 @@ class Classifier:
                         reading.tenant, reading.harness = tenant_name, harness
                         self._cut_names(reading)
                         found[span_view.span_id] = span
-                        count = len(span.attributes)
+                        count = span_view.attribute_count
                         if count <= MAX_ATTRIBUTES:
                             self.read[span_view.span_id] = (count, span_view.attributes)
                         events.extend(self._take(reading))

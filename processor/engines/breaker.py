@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from processor.cheap_dataclasses import slot_init
+from processor.cheap_dataclasses import builder, slot_init
 from processor.classify.events import FailureClass, Outcome, ToolCall
 from processor.config import BreakerConfig, Rule
 from processor.engines.blame import Count, blame
@@ -105,6 +105,11 @@ class CallDecision:
     late: bool = False  # this decision revises one made when the call arrived
 
 
+# One per call: the class called with these seventeen fields by keyword costs some 20% of
+# ``observe`` (it gathers them into a dict first); the builder makes it a third cheaper.
+build_call_decision = builder(CallDecision)
+
+
 class Breaker:
     def __init__(
         self,
@@ -163,7 +168,7 @@ class Breaker:
         if turn.dead_call and turn.block is not None:
             decision = self._decide(call, turn.block, transitions, probe, opened=turn.placed)
         else:
-            decision = CallDecision(
+            decision = build_call_decision(
                 call=call,
                 state=_STATE_VALUE[state],
                 rule=rule,
@@ -202,7 +207,7 @@ class Breaker:
         opened: Block | None = None,
     ) -> CallDecision:
         rule = Rule.TURN_TOOL if block.scope is TurnScope.TOOL else Rule.TURN_CALL
-        return CallDecision(
+        return build_call_decision(
             call=call,
             state="turn_blocked",
             rule=rule,
