@@ -108,8 +108,8 @@ def too_many_workers(workers: int, cores: int) -> str:
     return (
         f"server.workers: {workers} workers on {cores} usable "
         f"core{'s' if cores != 1 else ''}: workers beyond the cores take turns on them and "
-        "each applies every other worker's events: expect no more throughput than "
-        f"{cores} worker{'s' if cores != 1 else ''} give (docs/scaling.md)"
+        "each applies every other worker's events: expect no more throughput than with "
+        f"{cores} worker{'s' if cores != 1 else ''} (docs/scaling.md)"
     )
 
 

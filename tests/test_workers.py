@@ -60,7 +60,8 @@ def test_more_workers_than_cores_is_said_at_start() -> None:
     assert too_many_workers(1, 1) == ""
     warning = too_many_workers(4, 2)
     assert warning.startswith("server.workers: 4 workers on 2 usable cores:")
-    assert "expect no more throughput than 2 workers give" in warning
+    assert "expect no more throughput than with 2 workers" in warning
+    assert "than with 1 worker (" in too_many_workers(2, 1)
     assert "on 1 usable core:" in too_many_workers(2, 1)
     assert 1 <= usable_cores() <= (os.cpu_count() or 1)
 
