@@ -266,7 +266,9 @@ def start_serve(
     A port found free can be taken (by an outgoing connection's ephemeral port, say)
     before serve binds it: serve then exits saying it cannot listen, and it is started
     again on other free ports."""
-    for attempt in range(1, START_ATTEMPTS + 1):
+    attempt = 0
+    while True:
+        attempt += 1
         ports = {name: free_port() for name in LISTEN_KEYS}
         listen = [f"{LISTEN_KEYS[name]}={LOOPBACK}:{port}" for name, port in ports.items()]
         process = subprocess.Popen(
@@ -293,4 +295,3 @@ def start_serve(
         taken = log is None or "cannot listen on" in log  # no log kept: assume so
         if not taken or attempt == START_ATTEMPTS:
             raise AssertionError(f"serve exited with {process.returncode}: {log}")
-    raise AssertionError("unreachable")
