@@ -58,6 +58,7 @@ import grpc
 # Sibling modules: bench/ is on sys.path when these files are run as scripts.
 from null_receiver import REPORT_METHOD
 from payload import SPANS_PER_REQUEST, VARIANTS
+from ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 BENCH = Path(__file__).resolve().parent
@@ -111,12 +112,6 @@ class Child:
     name: str
     process: subprocess.Popen[bytes]
     output: Path  # stdout and stderr, for the end-of-run report
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
 
 
 def start(name: str, argv: list[str], workdir: Path) -> Child:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from bench.ports import free_port
 from processor.config import load_config
 from processor.config.model import ServiceConfig
 from processor.server import Service
@@ -43,12 +43,6 @@ LISTEN_KEYS = {
     "telemetry": "telemetry.metrics_endpoint",
     "advisories": "advisories.endpoint",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
 
 
 def terminate(process: subprocess.Popen[bytes] | None, timeout_s: float = 30.0) -> None:
@@ -255,7 +249,7 @@ def answers(url: str) -> bool:
     return True
 
 
-START_ATTEMPTS = 3  # a free port can be taken by someone else before serve binds it
+START_ATTEMPTS = 3  # a free port can still be taken by someone else before serve binds it
 
 
 def start_serve(
@@ -263,9 +257,9 @@ def start_serve(
 ) -> tuple[subprocess.Popen[str], dict[str, int]]:
     """``mcp-breaker serve`` as a process on free loopback ports, once /healthz answers.
 
-    A port found free can be taken (by an outgoing connection's ephemeral port, say)
-    before serve binds it: serve then exits saying it cannot listen, and it is started
-    again on other free ports."""
+    ``free_port`` keeps clear of the ports outgoing connections take; should a port still
+    be taken before serve binds it (another program on the machine), serve exits saying
+    it cannot listen, and it is started again on other free ports."""
     attempt = 0
     while True:
         attempt += 1

@@ -22,7 +22,6 @@ breaker. The wait has a generous bound, and how long it took is printed, never a
 
 from __future__ import annotations
 
-import socket
 import sys
 import threading
 import time
@@ -45,7 +44,7 @@ from processor.client import AdvisoryClient
 from processor.client.mcp_adapter import BreakerSession
 from processor.client.tracing import PromptToolSpanProcessor
 from processor.engines.breaker import CallDecision
-from tests.support import LOOPBACK, ServiceThread, make_config, wait_until
+from tests.support import LOOPBACK, ServiceThread, free_port, make_config, wait_until
 
 TOOL_SERVER = Path(__file__).with_name("advisories_e2e_server.py")
 HARNESS = "e2e-harness"
@@ -76,9 +75,7 @@ class Decisions:
 
 def closed_port() -> int:
     """A loopback port nothing listens on: the dead upstream."""
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
+    return free_port()
 
 
 def text_of(result: CallToolResult) -> str:
