@@ -17,11 +17,13 @@ from pathlib import Path
 
 import grpc
 import pytest
+import redis as redis_client
 from opentelemetry.sdk.trace import ReadableSpan
 
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.client import AdvisoryClient
+from processor.config.state import DEFAULT_KEY_PREFIX
 from tests.redis_server import RedisServer
 from tests.replicas import SERVER, TOOL, ReplicaProcess, circuits_of, tool_calls
 from tests.sdk import export_grpc
@@ -138,6 +140,39 @@ def test_replicas_share_over_resp3_when_the_url_asks_for_it(
         wait_until(lambda: server_state(r2) == pb.STATE_OPEN, SETTLE_S, "r2 to hear of it")
         agree(replicas)
         assert all(r.state().shared_state.startswith("redis: up") for r in replicas)
+    finally:
+        for replica in replicas:
+            replica.kill()
+
+
+def write_a_foreign_entry(redis: RedisServer) -> None:
+    """An entry in the replicas' stream that no replica wrote (a field missing)."""
+    client = redis_client.Redis.from_url(redis.url)
+    try:
+        client.xadd(f"{DEFAULT_KEY_PREFIX}:events", {"n": "1", "o": "someone-else"})
+    finally:
+        client.close()
+
+
+def test_an_entry_no_replica_wrote_is_skipped_and_counted_and_sharing_goes_on(
+    redis: RedisServer, next_hop: CaptureCollector, tmp_path: Path
+) -> None:
+    # One at the head of the stream, which a replica replays as it starts...
+    write_a_foreign_entry(redis)
+    forward = f"forward.endpoint={next_hop.endpoint}"
+    replicas = [ReplicaProcess(name, redis.url, tmp_path, forward) for name in ("r1", "r2")]
+    try:
+        for replica in replicas:
+            replica.start()
+        r1, r2 = replicas
+        # ...and one while they follow it.
+        write_a_foreign_entry(redis)
+        open_the_server(r1)
+        wait_until(lambda: server_state(r2) == pb.STATE_OPEN, SETTLE_S, "r2 to hear of it")
+        agree(replicas)
+        for replica in replicas:
+            assert replica.state().shared_state.startswith("redis: up")
+            assert replica.metric("mcp_breaker_shared_events_unreadable_total") == 2
     finally:
         for replica in replicas:
             replica.kill()

@@ -93,3 +93,33 @@ def test_an_entry_with_its_fields_in_another_order_is_read_by_name(redis: RedisS
         9,
         b"payload",
     )
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"n": "1", "o": "elsewhere", "u": "2"},  # no payload
+        {"n": "one", "o": "elsewhere", "u": "2", "e": b"x"},  # not a number
+        {"n": "1", "o": b"\xff\xfe", "u": "2", "e": b"x"},  # an origin that is not UTF-8
+        {"anything": "else"},
+    ],
+    ids=["field-missing", "not-a-number", "origin-not-utf8", "foreign"],
+)
+def test_an_entry_no_replica_wrote_is_read_as_unreadable_and_the_rest_still_read(
+    redis: RedisServer, fields: dict[str, str | bytes]
+) -> None:
+    append(redis.url, "replica-a", [(1, b"before")])
+
+    async def add_by_hand() -> None:
+        client = aioredis.from_url(redis.url)
+        await client.xadd(f"{PREFIX}:events", fields)  # type: ignore[arg-type]
+        await client.aclose()
+
+    asyncio.run(add_by_hand())
+    append(redis.url, "replica-a", [(2, b"after")])
+
+    before, foreign, after = read_all(redis.url)
+    assert (before.payload, after.payload) == (b"before", b"after")
+    assert foreign.payload is None
+    # Its id still moves a reader past it.
+    assert read_all(redis.url, after=foreign.entry_id) == [after]

@@ -69,7 +69,7 @@ class SharedStats:
     appended: int = 0
     applied: int = 0  # other replicas' events applied here
     dropped: int = 0  # own events the outbox could not keep while Redis was away
-    unreadable: int = 0  # entries that could not be decoded (another version?)
+    unreadable: int = 0  # entries that could not be read or decoded (another version?)
     outbox: int = 0
 
 
@@ -190,14 +190,17 @@ class SharedState:
             for payload in await self.store.overrides():
                 self._apply_override(payload)
         caught_up = 0
+        numbered = not fresh or self.advisories is None
         while True:
             entries = await self.store.read(self._last_id, READ_BATCH, 0)
             if not entries:
                 break
-            if fresh and caught_up == 0 and self.advisories is not None:
+            first = next((e for e in entries if e.payload is not None), None)
+            if not numbered and first is not None and self.advisories is not None:
                 # Replayed changes are numbered and kept under the shared epoch, so a
                 # subscriber of another replica can resume here.
-                self.advisories.restart(epoch, seq=position_seq(entries[0].position - 1))
+                self.advisories.restart(epoch, seq=position_seq(first.position - 1))
+                numbered = True
             for entry in entries:
                 self._apply(entry)
             caught_up += len(entries)
@@ -271,6 +274,9 @@ class SharedState:
     # -- applying the stream ---------------------------------------------------------------
     def _apply(self, entry: Entry) -> None:
         self._last_id = entry.entry_id
+        if entry.payload is None:  # an entry no replica wrote: skipped, as the stream goes on
+            self.stats.unreadable += 1
+            return
         own = self._pending.pop(entry.uid, None) if entry.origin == self.replica else None
         if own is not None:
             event, finding = own

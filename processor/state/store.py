@@ -81,7 +81,7 @@ class Entry:
     position: int  # n: 1, 2, 3... in stream order
     origin: str  # the replica that appended it
     uid: int  # its number at that replica
-    payload: bytes
+    payload: bytes | None  # None: the entry was not written as _APPEND writes (unreadable)
     at_s: float  # Redis's clock when it was appended (the id's milliseconds)
 
 
@@ -216,17 +216,23 @@ def _entries(answer: Any) -> list[Entry]:
 
 
 def _entry(entry_id: bytes, fields: list[bytes]) -> Entry:
-    if fields[0::2] == _FIELD_NAMES:  # as _APPEND writes them
-        position, origin, uid, payload = fields[1::2]
-    else:  # in another order: by name
-        data = dict(zip(fields[0::2], fields[1::2], strict=False))
-        position, origin, uid, payload = (data[name] for name in _FIELD_NAMES)
     text = entry_id.decode()
-    return build_entry(
-        entry_id=text,
-        position=int(position),
-        origin=origin.decode(),
-        uid=int(uid),
-        payload=payload,
-        at_s=int(text[: text.index("-")]) / 1000,
-    )
+    at_s = int(text[: text.index("-")]) / 1000
+    try:
+        if fields[0::2] == _FIELD_NAMES:  # as _APPEND writes them
+            position, origin, uid, payload = fields[1::2]
+        else:  # in another order: by name
+            data = dict(zip(fields[0::2], fields[1::2], strict=False))
+            position, origin, uid, payload = (data[name] for name in _FIELD_NAMES)
+        return build_entry(
+            entry_id=text,
+            position=int(position),
+            origin=origin.decode(),
+            uid=int(uid),
+            payload=payload,
+            at_s=at_s,
+        )
+    except (KeyError, ValueError):  # a field missing, a number or an origin unreadable
+        # Something else wrote to the stream. The entry is handed on to be skipped and
+        # counted: raising here would stop the replica at it, retrying it for ever.
+        return build_entry(entry_id=text, position=0, origin="", uid=0, payload=None, at_s=at_s)
