@@ -65,13 +65,15 @@ class PrometheusServer:
         self.log_path = workdir / "prometheus.log"
         quoted = ", ".join(json.dumps(target) for target in targets)
         rules = "".join(f"  - {json.dumps(str(path))}\n" for path in rule_files)
-        # Every second, so a test waits a few seconds for a scrape, not a minute; rules
-        # are evaluated as often.
+        # Every two seconds, so a test waits seconds for a scrape, not a minute; rules are
+        # evaluated as often. The timeout is the whole interval: a service in the test's
+        # process can be slow to answer on a loaded machine, and a dropped scrape loses
+        # the sample a test may look for (a series' first zero).
         self.config_path.write_text(
             "global:\n"
-            "  scrape_interval: 1s\n"
-            "  scrape_timeout: 1s\n"
-            "  evaluation_interval: 1s\n"
+            "  scrape_interval: 2s\n"
+            "  scrape_timeout: 2s\n"
+            "  evaluation_interval: 2s\n"
             + (f"rule_files:\n{rules}" if rules else "")
             + "scrape_configs:\n"
             f"  - job_name: {json.dumps(job)}\n"

@@ -8,6 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# A bound on waiting for the benchmark's subprocesses (their own timeouts are the
+# inner bound), above pytest's default for one test.
+pytestmark = pytest.mark.timeout(600)
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 

@@ -37,7 +37,9 @@ HARNESS = "subscriber-tests"
 SERVER, TOOL = "playwright", "browser_navigate"
 ARGUMENTS = {"url": "https://artifacts.example.test/run/1"}
 CLOSED_UPSTREAM = "upstream MCP session is closed (connect 127.0.0.1:9: connection refused)"
-FAST = ClientConfig(reconnect=ReconnectPolicy(initial_s=0.05, max_s=0.5))
+# Quick to reconnect; a Check may take its time (on a loaded machine, 1 s is not enough):
+# the deadline is a bound on waiting here, and only the fail-open test wants it short.
+FAST = ClientConfig(reconnect=ReconnectPolicy(initial_s=0.05, max_s=0.5), check_timeout_s=30)
 QUICK_HEARTBEATS = "advisories.heartbeat_s=0.2"
 
 
@@ -282,7 +284,9 @@ def test_a_silent_stream_is_abandoned_and_subscribed_again(
     service = services()
     proxy = TcpProxy(advisory_port(service))
     try:
-        config = ClientConfig(reconnect=FAST.reconnect, idle_timeout_s=1.0)
+        config = ClientConfig(
+            reconnect=FAST.reconnect, idle_timeout_s=1.0, check_timeout_s=FAST.check_timeout_s
+        )
         client = clients(proxy.endpoint, config=config)
         assert client.wait_until_synced(20)
         proxy.freeze()  # no heartbeats get through, and no error either

@@ -101,7 +101,7 @@ def provider_with(processor: PromptToolSpanProcessor) -> TracerProvider:
 def test_a_tool_span_leaves_at_once_while_other_spans_wait_for_the_batch(
     exporter: RecordingExporter,
 ) -> None:
-    batch = BatchSpanProcessor(exporter, schedule_delay_millis=5000)
+    batch = BatchSpanProcessor(exporter, schedule_delay_millis=600_000)  # only force_flush
     processor = PromptToolSpanProcessor(exporter, batch=batch)
     provider = provider_with(processor)
     tracer = provider.get_tracer("harness")

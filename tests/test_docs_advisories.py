@@ -3,8 +3,11 @@ subscription on loopback."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
+
+import pytest
 
 from tests.docrun import DocSession, blocks
 
@@ -23,14 +26,17 @@ def checkout(where: Path) -> Path:
     return where
 
 
+@pytest.mark.timeout(900)  # two pip installs: a bound on waiting for the package index
 def test_the_install_commands_install_the_client_library(tmp_path: Path) -> None:
-    """From a checkout and from a wheel, into a fresh environment (~ is a scratch home)."""
+    """From a checkout and from a wheel, into a fresh environment (~ is a scratch home,
+    with pip's cache left where it was, so that the wheels are not fetched again)."""
     steps = blocks(PAGE, "install")
     assert [b.kind for b in steps] == ["run", "run", "run", "output"]
     home = tmp_path / "home"
     home.mkdir()
     source = checkout(tmp_path / "checkout")
-    with DocSession(source, env={"HOME": str(home)}) as session:
+    cache = os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip")
+    with DocSession(source, env={"HOME": str(home), "PIP_CACHE_DIR": cache}) as session:
         for step in steps:
             session.run(step)
     assert (home / "harness-venv" / "bin" / "mcp-breaker").exists()

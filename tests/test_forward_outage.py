@@ -201,7 +201,9 @@ def test_the_forwarder_logs_an_outage_once_not_per_attempt(
     assert harness.value("mcp_breaker_exporter_send_retries_total") == 40
     logged = lines(caplog)
     outages = len(logged) // 2
-    assert 1 <= outages <= 3, logged
+    # Only answers in flight together can come back out of order: at most one short
+    # outage per consumer (10), and never one per failed attempt (40).
+    assert 1 <= outages <= 10, logged
     assert [level for level, _ in logged] == ["WARNING", "INFO"] * outages, logged
     recoveries = [message for level, message in logged if level == "INFO"]
     assert all(m.startswith(f"next hop {next_hop.endpoint}: delivering again") for m in recoveries)

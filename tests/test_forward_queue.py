@@ -36,7 +36,7 @@ class Harness:
 
     def __init__(self, endpoint: str, *overrides: str) -> None:
         self.config = load_config(
-            overrides=[f"forward.endpoint={endpoint}", "forward.timeout_s=2", *overrides]
+            overrides=[f"forward.endpoint={endpoint}", "forward.timeout_s=30", *overrides]
         ).forward
         self.registry = CollectorRegistry()
         self.metrics = SelfMetrics(self.registry)

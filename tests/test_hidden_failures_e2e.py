@@ -111,8 +111,14 @@ def test_the_seed_envelope_is_forwarded_as_a_hidden_failure_and_counted_once(
 
     # The pairing wait runs out (2 s): each call is decided alone, and counted once.
     labels = {"server": "", "tool": "t3_queue_list"}
-    wait_until(lambda: service.metric(HIDDEN, **labels) == FAILING_CALLS, what="hidden failures")
-    failed = service.metric(TOOL_CALLS, **labels, outcome="failed", failure_class="hidden")
-    ok = service.metric(TOOL_CALLS, **labels, outcome="ok", failure_class="")
-    assert (failed, ok) == (FAILING_CALLS, 1)
+
+    def decided() -> tuple[float | None, float | None, float | None]:
+        return (
+            service.metric(HIDDEN, **labels),
+            service.metric(TOOL_CALLS, **labels, outcome="failed", failure_class="hidden"),
+            service.metric(TOOL_CALLS, **labels, outcome="ok", failure_class=""),
+        )
+
+    # The sweep decides them one by one: wait for all, then see that none is counted twice.
+    wait_until(lambda: decided() == (FAILING_CALLS, FAILING_CALLS, 1), what="every call decided")
     assert service.metric("mcp_breaker_spans_forwarded_pending_total") == FAILING_CALLS + 1

@@ -18,7 +18,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from processor.offline.command import EXIT_PARTIAL
+
+# A bound on waiting for the subprocesses (their own timeouts are the inner bound), above
+# pytest's default for one test: a million spans made, then analysed.
+pytestmark = pytest.mark.timeout(900)
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 SPANS = 1_000_000

@@ -11,8 +11,10 @@ from bench import ports
 def test_a_port_handed_out_is_outside_the_ephemeral_range_and_free() -> None:
     low, high = ports.ephemeral_range()
     handed = [ports.free_port() for _ in range(50)]
-    assert all(not low <= port <= high for port in handed)
-    assert len(set(handed)) == len(handed)  # not handed out twice before the walk wraps
+    if len(ports.outside_ephemeral(low, high)) >= ports.ENOUGH_PORTS:
+        assert all(not low <= port <= high for port in handed)
+        assert len(set(handed)) == len(handed)  # not handed out twice before the walk wraps
+    # (else this machine's ephemeral range leaves too few: ports come from port 0)
     for port in handed:
         assert ports.bindable(port)
 
