@@ -200,12 +200,17 @@ def make_config(*overrides: str, **env: str) -> ServiceConfig:
     return load_config(environ=env, overrides=[*base, *overrides])
 
 
+LOOP_THREAD = "service-loop"  # the name of ServiceThread's event-loop thread
+
+
 class ServiceThread:
     """The real Service on its own event loop in a background thread."""
 
     def __init__(self, config: ServiceConfig, **kwargs: Any) -> None:
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, daemon=True, name=LOOP_THREAD
+        )
         self._thread.start()
         self.service = self.call(self._make(config, kwargs))
         self.call(self.service.start())

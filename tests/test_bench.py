@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+# A bound on waiting for the benchmark's subprocesses (their own timeouts are the
+# inner bound), above pytest's default for one test.
+pytestmark = pytest.mark.timeout(600)
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
@@ -23,8 +27,9 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
             ["--quick", "--duration", "1", "--warmup", "0.2", "--store-requests", "16"],
             "checks: ok",
         ),
+        ("stall.py", ["--repeats", "1"], "checks: ok"),
     ],
-    ids=["classify", "engines", "delivery"],
+    ids=["classify", "engines", "delivery", "stall"],
 )
 def test_the_benchmark_runs(script: str, args: list[str], expected: str) -> None:
     result = subprocess.run(
