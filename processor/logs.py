@@ -2,7 +2,11 @@
 
 Messages quote names outsiders chose (tools, servers, turns), so a record is escaped to one
 inert line whatever they hold; and a warning or error an outsider can repeat at will is
-let through a few times a window, then counted, so it cannot flood the log.
+let through a few times a window, then counted, so it cannot flood the log. What an
+exception says may quote a sender's bytes (a header with its token, a URL with its
+password): it is redacted as a tool's error text is. aiohttp's own errors for a request it
+could not parse quote the raw request, so they are logged as one line that names the
+error and the peer, never the bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from aiohttp.http_exceptions import HttpProcessingError
+
+from processor.classify.redact import redact
 from processor.config import LogLevel
 from processor.printable import escape_controls
 
@@ -63,10 +70,17 @@ class OneLineFormatter(logging.Formatter):
     def formatException(self, ei: _SysExcInfoType) -> str:
         text = super().formatException(ei)
         # The traceback is ours, but what an exception says may quote a sender: a newline
-        # there would forge a line, so that part is escaped to one.
+        # there would forge a line, so that part is escaped to one, and a secret in it
+        # (a token, a password in a URL) is redacted.
         for told in _exception_texts(ei[1]):
-            text = text.replace(told, escape_controls(told))
+            text = text.replace(told, _scrubbed(told))
         return escape_controls(text, keep_newlines=True)
+
+
+def _scrubbed(told: str) -> str:
+    one_line = escape_controls(told)
+    # As long as it was: the traceback is for an operator, not cut to a model's line.
+    return redact(one_line, max_chars=max(1, len(one_line)))
 
 
 def _exception_texts(exc: BaseException | None) -> Iterator[str]:
@@ -149,6 +163,24 @@ def _template(record: logging.LogRecord) -> str:
         return str(record.msg)
 
 
+class UnparsableRequest(logging.Filter):
+    """aiohttp's record of a request it could not parse, made one line without its bytes.
+
+    aiohttp logs it at ERROR with a traceback whose message quotes the raw request (an
+    ``Authorization`` header included): that is a sender's mistake, worth a warning that
+    names it, never worth the bytes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError):
+            peer = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+            record.msg = "unparsable HTTP request from %s: %s (answered %d)"
+            record.args = (peer, type(error).__name__, error.code)
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True
+
+
 def configure(
     level: LogLevel, *, clock: Callable[[], float] = time.monotonic, process: str = ""
 ) -> None:
@@ -163,3 +195,6 @@ def configure(
     # aiohttp and grpc are chatty at INFO about things an operator did not ask about.
     for noisy in ("aiohttp.access", "grpc._cython"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    server = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, UnparsableRequest) for f in server.filters):
+        server.addFilter(UnparsableRequest())

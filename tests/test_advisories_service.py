@@ -408,6 +408,26 @@ def test_only_an_admin_forces_a_circuit_and_every_action_is_logged(
     assert ADMIN_TOKEN not in caplog.text and "tokA" not in caplog.text
 
 
+def test_a_secret_in_an_operators_reason_reaches_nobody(caplog: pytest.LogCaptureFixture) -> None:
+    """The reason goes to models (the advisory's message), subscribers and the log."""
+    caplog.set_level(logging.DEBUG)
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    reason = f"paging: token {secret} leaked, password=ReasonPw77"
+    force = pb.ForceCircuitRequest(server=SERVER, open=True, duration_seconds=600, reason=reason)
+    with running(TOKENS, ADMIN) as service:
+        admin = Client(port_of(service), ADMIN_TOKEN)
+        forced = admin.admin.ForceCircuit(force, metadata=admin.metadata, timeout=WAIT_S)
+        released = admin.admin.ReleaseCircuit(
+            pb.ReleaseCircuitRequest(server=SERVER, reason=f"rotated {secret}"),
+            metadata=admin.metadata,
+            timeout=WAIT_S,
+        )
+        assert released.released
+    assert forced.advisory.cause.startswith("paging: token [REDACTED]")
+    for text in (forced.advisory.cause, forced.advisory.message, caplog.text):
+        assert secret not in text and "ReasonPw77" not in text
+
+
 # --- TLS and mutual TLS -----------------------------------------------------------------------
 
 

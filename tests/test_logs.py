@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from aiohttp.http_exceptions import BadHttpMessage
 
 from processor import logs
 from processor.config import LogLevel
@@ -85,6 +86,33 @@ def test_our_traceback_keeps_its_lines_and_escapes_what_it_quotes(log: Log) -> N
     assert "KeyError: 'k'" in lines
     assert lines[-1] == "ValueError: bad tool x\\nFAKE 2026-01-01 ERROR forged"
     assert not any(line.startswith("FAKE") for line in lines)
+
+
+def test_a_secret_an_exception_quotes_is_redacted(log: Log) -> None:
+    password, token = "hunter" + "2pw", "tok-" + "9f8e7d6c5b"  # not in the traceback's source
+    try:
+        raise ConnectionError(f"refused: https://bob:{password}@db.internal/x Bearer {token}")
+    except ConnectionError:
+        logging.getLogger("processor.forward").exception("next hop failed")
+    text = log.stderr.getvalue()
+    assert password not in text and token not in text
+    assert "ConnectionError: refused: https://" in text  # what failed, still said
+
+
+def test_a_request_aiohttp_cannot_parse_is_one_warning_without_its_bytes(log: Log) -> None:
+    error = BadHttpMessage("Invalid header value char", headers=None)
+    error.message = "Invalid header value char: b'Authorization: Bearer tokA-aaaaaaaa\\x01'"
+    try:
+        raise error
+    except BadHttpMessage as raised:
+        logging.getLogger("aiohttp.server").exception(
+            "Error handling request from %s", "10.0.0.7", exc_info=raised
+        )
+    (line,) = log.lines()
+    assert line.endswith(
+        "WARNING aiohttp.server: unparsable HTTP request from 10.0.0.7: BadHttpMessage "
+        "(answered 400)"
+    )
 
 
 def test_a_flood_of_warnings_is_cut_and_counted(log: Log) -> None:

@@ -646,6 +646,29 @@ def test_a_client_disconnecting_mid_body_is_not_a_traceback() -> None:
     assert "Error handling request" not in log
 
 
+def test_a_token_in_a_request_aiohttp_cannot_parse_is_not_logged() -> None:
+    """A header with a control character, and a header line over aiohttp's limit: both
+    carry a sender's token, and aiohttp's own error quotes the raw bytes."""
+    token = "tokA-aaaaaaaa"
+    with serve_process() as (process, ports):
+        for request in (
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + token.encode()
+            + b"\x01\r\nContent-Length: 0\r\n\r\n",
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + token.encode()
+            + b"A" * 9000
+            + b"\r\n\r\n",
+        ):
+            with socket.create_connection((LOOPBACK, ports["http"]), timeout=10) as sock:
+                sock.sendall(request)
+                assert b" 400 " in sock.recv(4096).split(b"\r\n", 1)[0]
+    _, log = process.communicate()
+    assert token not in log
+    assert "Traceback" not in log
+    assert log.count("unparsable HTTP request from 127.0.0.1") == 2, log
+
+
 def test_json_body_of_many_spans_is_answered(monkeypatch: pytest.MonkeyPatch) -> None:
     """A 100,000-span OTLP/JSON body is decoded off the event loop, and taken in whole."""
     spans = [

@@ -15,6 +15,7 @@ from processor.advisories import convert
 from processor.advisories.service import MAX_NAME_CHARS, AdvisoryService, text_argument
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from processor.classify.redact import redact
 from processor.engines.breaker import NO_SERVER
 from processor.engines.circuit import CircuitKey, Scope, State
 from processor.state.events import Force, Release
@@ -56,11 +57,14 @@ class AdminServicer(pb_grpc.AdminServicer):
         key = _key(request.server, request.tool, request.tenant)
         target = State.FORCED_OPEN if request.open else State.FORCED_CLOSED
         now = service.clock()
+        # The reason reaches models, subscribers and the log: an operator pasting an error
+        # text into it is as likely to paste a credential as a tool is.
+        reason = redact(request.reason)
         event = Force(
             key=key,
             target=target,
             until_s=now + request.duration_seconds,
-            reason=request.reason,
+            reason=reason,
             at_s=now,
         )
         # Applied here, or, with replicas, at every one through the shared stream.
@@ -74,9 +78,9 @@ class AdminServicer(pb_grpc.AdminServicer):
             "open" if request.open else "closed",
             request.duration_seconds,
             key.tenant,
-            request.reason,
+            reason,
         )
-        advisory = service.hub.circuit_advisory(key, reason=request.reason, now_s=now)
+        advisory = service.hub.circuit_advisory(key, reason=reason, now_s=now)
         assert advisory is not None
         return pb.ForceCircuitResponse(advisory=convert.to_wire(advisory))
 
@@ -89,7 +93,7 @@ class AdminServicer(pb_grpc.AdminServicer):
         service = self.service
         key = _key(request.server, request.tool, request.tenant)
         now = service.clock()
-        reason = request.reason[:MAX_NAME_CHARS] or "released by an operator"
+        reason = redact(request.reason, max_chars=MAX_NAME_CHARS) or "released by an operator"
         if service.hub.breaker.circuits.peek(key) is None:
             return pb.ReleaseCircuitResponse(released=False)  # creates nothing
         moves = await service.operator(Release(key=key, reason=reason, at_s=now))
