@@ -292,3 +292,24 @@ def test_configured_hidden_failure_patterns_in_every_dialect(
         assert "QUOTA_EXCEEDED" in call.verdict.error_excerpt or (
             "rate limit reached" in call.verdict.error_excerpt
         )
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+@pytest.mark.parametrize(
+    ("said", "origin"),
+    [
+        # A tool's backend speaks of its own sessions and connections: the tool's failure,
+        # and its siblings on the same (live) server are not blamed.
+        ("Jira API returned 401: login session expired", FailureOrigin.TOOL),
+        ("database connection closed unexpectedly", FailureOrigin.TOOL),
+        ("worker not connected to the queue", FailureOrigin.TOOL),
+        # A proxy answering that its upstream MCP session is gone (the seed): the session.
+        ("mcp-beaver: upstream MCP session is closed", FailureOrigin.SESSION),
+    ],
+)
+def test_session_words_in_a_result_blame_the_session_only_when_they_name_the_mcp_session(
+    dialect: str, said: str, origin: FailureOrigin
+) -> None:
+    call = only_call(classify_all(DIALECTS[dialect]({"content": [text(said)], "isError": True})))
+    assert call.outcome is Outcome.FAILED
+    assert call.verdict.origin is origin

@@ -73,12 +73,15 @@ TIMEOUT_WORDS = re.compile(r"time[sd]? ?out|deadline (exceeded|expired)|\b504\b"
 UNKNOWN_TOOL_WORDS = re.compile(
     r"unknown tool|tool .{0,80}not found|no such tool|notfounderror", re.I
 )
-# Words that say the MCP session itself is gone, even when something answered the call: a
-# proxy in front of the server reporting that its upstream MCP session closed (the
-# sirens-echo seed), or the SDK's own closed-stream errors. A tool's backend failing
-# ("billing backend unreachable: connection refused") is not in here.
+# Words that name the MCP session itself as gone, whoever says so: a proxy in front of the
+# server answering that its upstream MCP session closed (the sirens-echo seed).
+MCP_SESSION_WORDS = re.compile(r"\bmcp session|\bupstream (mcp )?session", re.I)
+# Words that say a session or its stream is gone: the MCP SDKs' own errors when the
+# session closes under a call ("Connection closed", "Session terminated", a closed
+# resource). Only read when no result came back: in a tool's result they are its
+# backend's ("login session expired", "database connection closed"), not the session's.
 SESSION_WORDS = re.compile(
-    r"\bsession (is |was |has been )?(closed|gone|terminated|expired)|mcp session|"
+    r"\bsession (is |was |has been )?(closed|gone|terminated|expired)|"
     r"closed ?resource|broken ?(pipe|resource)|not connected|connection closed|end ?of ?stream",
     re.I,
 )
@@ -195,11 +198,13 @@ def _verdict(
 
 def _origin(signals: Signals, failure: FailureClass, text: str) -> FailureOrigin:
     """What a failure is evidence about (``docs/breaker.md``, "Who is blamed")."""
-    if SESSION_WORDS.search(text):
+    if MCP_SESSION_WORDS.search(text):
         return FailureOrigin.SESSION  # even if a proxy answered on the dead session's behalf
+    a_result = signals.answered or signals.is_error is True
+    if not a_result and SESSION_WORDS.search(text):
+        return FailureOrigin.SESSION  # the SDK's own error, whatever JSON-RPC code it made up
     answered = (
-        signals.answered
-        or signals.is_error is True
+        a_result
         or (signals.rpc_code is not None and signals.rpc_code != TIMEOUT_CODE)
         or (signals.error_type or "").strip().lower() == FailureClass.TOOL_ERROR.value
     )
