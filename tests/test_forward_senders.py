@@ -7,13 +7,14 @@ import gzip
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import grpc
 import pytest
 from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from processor.config import load_config
 from processor.forward.retry import SendOutcome, SendResult
-from processor.forward.senders import GrpcSender, HttpSender
+from processor.forward.senders import RECONNECT_BACKOFF_MAX_MS, GrpcSender, HttpSender
 from tests.support import CaptureCollector, free_port
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
@@ -97,6 +98,26 @@ class TestHttpSender:
             return web.Response(status=status, headers=headers)
 
         assert run(http_send(handler)) == expected
+
+    def test_the_channel_reconnects_within_seconds_not_grpcs_two_minutes(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        built: list[dict[str, object]] = []
+        real = grpc.aio.insecure_channel
+
+        def recording(target: str, options: Any = None, **kwargs: Any) -> Any:
+            built.append(dict(options or ()))
+            return real(target, options=options, **kwargs)
+
+        monkeypatch.setattr(grpc.aio, "insecure_channel", recording)
+        config = load_config(overrides=[f"forward.endpoint=127.0.0.1:{free_port()}"]).forward
+
+        async def scenario() -> None:
+            await GrpcSender(config).close()
+
+        run(scenario())
+        (options,) = built
+        assert options["grpc.max_reconnect_backoff_ms"] == RECONNECT_BACKOFF_MAX_MS <= 5_000
 
     def test_an_unreachable_next_hop_is_retryable(self) -> None:
         async def handler(request: web.Request) -> web.Response:

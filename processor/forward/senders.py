@@ -32,6 +32,16 @@ from processor.forward.retry import (
 from processor.otlp import EXPORT_METHOD, PROTOBUF, STATUS_DETAILS_KEY, TRACES_PATH
 
 _DETAIL_CHARS = 200  # next-hop error texts end up in our logs: keep them short
+# gRPC waits between reconnects up to 120 s by default, and while it waits every export
+# fails at once: a next hop back after a long outage would go unused for up to two
+# minutes, the queue filling and senders refused meanwhile. A few seconds at most.
+RECONNECT_BACKOFF_INITIAL_MS = 1_000
+RECONNECT_BACKOFF_MAX_MS = 5_000
+CHANNEL_OPTIONS = (
+    ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_INITIAL_MS),
+    ("grpc.min_reconnect_backoff_ms", RECONNECT_BACKOFF_INITIAL_MS),
+    ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MAX_MS),
+)
 
 
 class Sender(Protocol):
@@ -77,14 +87,14 @@ class GrpcSender:
         address, tls = grpc_target(config.endpoint, config.insecure)
         self.target = config.endpoint
         if not tls:
-            self._channel = grpc.aio.insecure_channel(address)
+            self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
         else:
             credentials = grpc.ssl_channel_credentials(
                 root_certificates=_read(config.ca_file, "forward.ca_file"),
                 private_key=_read(config.key_file, "forward.key_file"),
                 certificate_chain=_read(config.cert_file, "forward.cert_file"),
             )
-            self._channel = grpc.aio.secure_channel(address, credentials)
+            self._channel = grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
         self._export = self._channel.unary_unary(EXPORT_METHOD)  # raw bytes both ways
         self._metadata = tuple((k.lower(), v) for k, v in config.headers.items())
         self._compression = (
