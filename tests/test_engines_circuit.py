@@ -145,6 +145,49 @@ def test_failures_that_rolled_out_of_the_window_do_not_open_the_circuit() -> Non
     assert event.trigger is Trigger.FAILURE_RATIO
 
 
+def test_failures_replayed_from_before_the_latest_success_do_not_open_the_circuit() -> None:
+    """A disk queue's backlog delivers three failures from before two successes already
+    recorded: the successes ended that streak, so the tool they show working stays open
+    to calls. The failures still count in the window."""
+    machine = machine_for(consecutive_failures=3, min_calls=3, failure_ratio=1.0)
+    circuit = Circuit(KEY)
+    succeed(machine, circuit, T0 + 90)
+    succeed(machine, circuit, T0 + 115)
+    for at in (T0, T0 + 1, T0 + 2):
+        assert fail(machine, circuit, at) == []
+    assert circuit.state is State.CLOSED
+    assert circuit.consecutive_failures == 0
+    assert circuit.first_failure is None
+    assert circuit.calls_and_failures() == (5, 3)
+    # Failures after the latest success are a streak again.
+    for at in (T0 + 120, T0 + 121):
+        assert fail(machine, circuit, at) == []
+    [event] = fail(machine, circuit, T0 + 122)
+    assert event.trigger is Trigger.CONSECUTIVE_FAILURES
+
+
+def test_a_late_failure_still_trips_the_ratio_it_completes() -> None:
+    machine = machine_for(consecutive_failures=0, min_calls=4, failure_ratio=0.5)
+    circuit = Circuit(KEY)
+    fail(machine, circuit, T0 + 10)
+    succeed(machine, circuit, T0 + 20)
+    succeed(machine, circuit, T0 + 30)
+    [event] = fail(machine, circuit, T0)  # before both successes: 2 of 4 in the window
+    assert event.trigger is Trigger.FAILURE_RATIO
+
+
+def test_outcomes_older_than_the_window_before_the_latest_seen_are_not_counted() -> None:
+    """The window ends at the latest span time the circuit has seen: failures replayed from
+    two hours ago are outside an hour's window, whatever order they come in."""
+    machine = machine_for(consecutive_failures=3, min_calls=3, window_s=3600.0)
+    circuit = Circuit(KEY)
+    succeed(machine, circuit, T0 + 7200)
+    for at in (T0, T0 + 1, T0 + 2):
+        assert fail(machine, circuit, at) == []
+    assert circuit.calls_and_failures() == (1, 0)
+    assert circuit.state is State.CLOSED
+
+
 def test_below_min_calls_nothing_opens_with_the_fast_path_off() -> None:
     """consecutive_failures=0 turns the fast path off: four failures of five needed stay shut."""
     machine = machine_for(consecutive_failures=0, min_calls=5)

@@ -130,6 +130,7 @@ class Circuit:
     # (when, state before) of the latest transitions, oldest first; and when it last closed.
     history: deque[tuple[float, State]] = field(default_factory=lambda: deque(maxlen=MAX_HISTORY))
     closed_at_s: float = float("-inf")
+    last_success_s: float = float("-inf")  # the span time of the latest success recorded
 
     def calls_and_failures(self) -> tuple[int, int]:
         return len(self.window), sum(1 for _, failed in self.window if failed)
@@ -269,17 +270,27 @@ class CircuitMachine:
         if at_s < circuit.closed_at_s:
             return events  # from before the circuit last closed: that streak is over
         c = self.config
+        # The window ends at the latest span time the circuit has seen, not at this call's:
+        # an outcome replayed from long ago (a disk queue's backlog) is outside it.
+        horizon = circuit.last_s - c.window_s
+        if at_s < horizon:
+            return events
         window = circuit.window
         window.append((at_s, failed))
-        while window and (len(window) > c.max_window_calls or window[0][0] < at_s - c.window_s):
+        while window and (len(window) > c.max_window_calls or window[0][0] < horizon):
             window.popleft()
-        if failed:
+        # A failure that ended before a success already recorded: that success ended its
+        # streak. It counts in the window's ratio, never as the latest of a run of failures.
+        superseded = failed and at_s < circuit.last_success_s
+        if not failed:
+            circuit.consecutive_failures = 0
+            if at_s > circuit.last_success_s:
+                circuit.last_success_s = at_s
+        elif not superseded:
             circuit.consecutive_failures += 1
             if circuit.first_failure is None and failure is not None:
                 circuit.first_failure = failure
                 circuit.since_s = failure.at_s
-        else:
-            circuit.consecutive_failures = 0
         if circuit.state is _HALF_OPEN and at_s >= circuit.changed_s:
             # Only a call that ended after the circuit went half-open answers its probe: a
             # late span from before then is old news.
@@ -290,7 +301,7 @@ class CircuitMachine:
             )
             events.append(self._transition(circuit, target, trigger, at_s))
         elif circuit.state is _CLOSED and failed:
-            tripped = self._trips(circuit)
+            tripped = self._trips(circuit, ratio_only=superseded)
             if tripped is not None:
                 events.append(self._transition(circuit, State.OPEN, tripped, at_s))
         elif circuit.state is _CLOSED:
@@ -301,9 +312,10 @@ class CircuitMachine:
         """Open a circuit on evidence from outside its own window (the blast radius)."""
         return self._transition(circuit, State.OPEN, trigger, at_s)
 
-    def _trips(self, circuit: Circuit) -> Trigger | None:
+    def _trips(self, circuit: Circuit, *, ratio_only: bool = False) -> Trigger | None:
         c = self.config
-        if c.consecutive_failures and circuit.consecutive_failures >= c.consecutive_failures:
+        streak = c.consecutive_failures and circuit.consecutive_failures >= c.consecutive_failures
+        if streak and not ratio_only:
             return Trigger.CONSECUTIVE_FAILURES
         calls, failures = circuit.calls_and_failures()
         if calls >= c.min_calls and failures / calls >= c.failure_ratio:
