@@ -20,6 +20,7 @@ import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.events import FailureClass, FailureOrigin, Outcome
+from processor.classify.outcome import Signals, judge
 from processor.classify.result import MAX_CONTENT_ITEMS, read_result
 from processor.classify.spanview import MAX_JSON_CHARS
 from processor.config import ClassifyConfig
@@ -313,3 +314,18 @@ def test_session_words_in_a_result_blame_the_session_only_when_they_name_the_mcp
     call = only_call(classify_all(DIALECTS[dialect]({"content": [text(said)], "isError": True})))
     assert call.outcome is Outcome.FAILED
     assert call.verdict.origin is origin
+
+
+def test_an_error_the_sdk_writes_three_times_is_said_once() -> None:
+    """The mcp SDK's closed session: the status, the error type and the exception event
+    all say it, the event's message already prefixed with its type."""
+    said = "MCPError: Connection closed"
+    signals = Signals(
+        status_error=True,
+        status_message=said,
+        error_type="-32000",
+        exceptions=[("MCPError", said)],
+    )
+    verdict = judge(signals)
+    assert verdict.error_excerpt == "MCPError: Connection closed | -32000"
+    assert verdict.origin is FailureOrigin.SESSION

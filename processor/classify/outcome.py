@@ -123,8 +123,11 @@ def judge(signals: Signals) -> Verdict:
         return OK_VERDICT if says_ok or signals.silence_means_ok else UNKNOWN_VERDICT
     texts = [signals.status_message, signals.result_text, signals.error_type or ""]
     if signals.exceptions:
-        texts += [f"{kind}: {message}" for kind, message in signals.exceptions]
-    text = " | ".join([t for t in texts if t])
+        texts += [
+            message if message.startswith(kind) else f"{kind}: {message}"
+            for kind, message in signals.exceptions
+        ]
+    text = _joined(texts)
 
     explicit = _explicit(signals.outcome_attribute)
     # Refused calls were never made: only a declared failure outranks the flag.
@@ -194,6 +197,20 @@ def _verdict(
         origin=origin,
         error_excerpt=excerpt,
     )
+
+
+def _joined(texts: list[str]) -> str:
+    """What the span says of its failure, each thing once: an SDK often writes the same
+    error as the status, the error type and the exception event, and the excerpt a model
+    reads should say it once."""
+    kept: list[str] = []
+    for text in texts:
+        text = text.strip()
+        if not text or any(text in told for told in kept):
+            continue
+        kept = [told for told in kept if told not in text]  # said again, more fully
+        kept.append(text)
+    return " | ".join(kept)
 
 
 def _origin(signals: Signals, failure: FailureClass, text: str) -> FailureOrigin:
