@@ -328,7 +328,11 @@ class Service:
         if receivers.http.enabled:
             http = receivers.http
             app = http_receiver.make_app(
-                intake, http.max_body_bytes, gate=gate, read_timeout_s=http.read_timeout_s
+                intake,
+                http.max_body_bytes,
+                gate=gate,
+                read_timeout_s=http.read_timeout_s,
+                max_inflight_bytes=http.max_inflight_bytes,
             )
             await self._start_http(
                 "otlp_http",

@@ -25,6 +25,11 @@ DEFAULT_HTTP_MAX_BODY_BYTES = 20 * 1024 * 1024
 DEFAULT_HTTP_MAX_CONNECTIONS = 512  # over it a new connection is closed at once
 DEFAULT_HTTP_IDLE_TIMEOUT_S = 60.0  # a connection with no request in flight is closed after this
 DEFAULT_HTTP_READ_TIMEOUT_S = 30.0  # a request's body must arrive within this
+# The bytes all OTLP/HTTP requests together may hold while they are read and decoded (an
+# OTLP/JSON body counts several times its size, processor/receive/http.py): three max-size
+# protobuf bodies at once, or dozens of the usual few hundred KiB, not hundreds of either.
+# A request bigger than this alone is still taken when nothing else is in flight.
+DEFAULT_HTTP_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 DEFAULT_GRPC_MAX_CONNECTION_IDLE_S = 300.0  # gRPC closes a connection with no RPC after this
 # Clients reconnect (OTLP exporters do so by themselves), which also spreads them over
 # replicas behind a Service; in-flight RPCs get the grace period to finish.
@@ -291,14 +296,21 @@ class HttpReceiverConfig:
     read_timeout_s: float = DEFAULT_HTTP_READ_TIMEOUT_S
 
     def validate(self, prefix: str) -> list[str]:
-        problems = not_positive(
-            prefix, self, "max_body_bytes", "max_connections", "idle_timeout_s", "read_timeout_s"
+        keys = (
+            "max_body_bytes",
+            "max_connections",
+            "idle_timeout_s",
+            "read_timeout_s",
+            "max_inflight_bytes",
         )
+    # Over it, a request is answered 503 with Retry-After before its body is read.
+    max_inflight_bytes: int = DEFAULT_HTTP_MAX_INFLIGHT_BYTES
         return [p for p in [endpoint_problem(f"{prefix}.endpoint", self.endpoint), *problems] if p]
 
 
 @dataclass(frozen=True, kw_only=True)
 class ReceiversConfig:
+        problems = not_positive(prefix, self, *keys)
     grpc: GrpcReceiverConfig = field(default_factory=GrpcReceiverConfig)
     http: HttpReceiverConfig = field(default_factory=HttpReceiverConfig)
     # none: anyone who reaches the ports steers the breaker (said at start-up). token: the

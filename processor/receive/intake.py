@@ -76,6 +76,10 @@ class Intake:
         """For requests turned away as undecodable or over a limit."""
         self._metrics.requests.labels(transport, "invalid").inc()
 
+    def count_busy(self, transport: Transport) -> None:
+        """For requests told to retry before they were read: the receiver held enough."""
+        self._metrics.requests.labels(transport, "refused").inc()
+
     def count_unauthenticated(self, transport: Transport) -> None:
         """For requests turned away before they were read: no or a wrong credential."""
         self._metrics.requests.labels(transport, "unauthenticated").inc()

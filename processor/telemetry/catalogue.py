@@ -473,8 +473,9 @@ REQUESTS = _hop(
     "receiver_requests",
     C,
     ("transport", "outcome"),
-    "Export requests by outcome: success, refused (retry), invalid (not retryable), "
-    "unauthenticated (no or a wrong credential: nothing read).",
+    "Export requests by outcome: success, refused (retry: the forwarder could not take "
+    "them, or the OTLP/HTTP receiver held receivers.http.max_inflight_bytes), invalid (not "
+    "retryable), unauthenticated (no or a wrong credential: nothing read).",
     "sum by (outcome) (rate(mcp_breaker_receiver_requests_total[5m]))",
 )
 RECEIVER_CONNECTIONS = _hop(
