@@ -19,6 +19,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from processor.classify.classifier import Classifier
 from processor.classify.events import Event, FailureClass, Outcome
 from processor.config import ClassifyConfig
+from processor.config.model import DEFAULT_PAIR_WAIT_S
 from tests.classify_builders import (
     CLIENT,
     ERROR,
@@ -157,11 +158,21 @@ def test_an_undecided_half_is_held_until_pair_wait_s_then_decided_alone(wait: fl
     assert fake.classifier.pending_calls == 0
 
 
+def test_halves_exported_by_two_sdks_batching_every_5_s_pair_by_default() -> None:
+    """Agent and server each export through the SDK's batch span processor (5 s by
+    default): the server half can come 6 s after the client half, and still completes it."""
+    fake = FakeClock()
+    assert fake.classify(client_half()) == []
+    assert fake.advance(6.0) == []  # nothing decided alone meanwhile
+    call = only_call(fake.classify(server_half()))
+    assert (call.outcome, call.failure_class) == (Outcome.FAILED, FailureClass.TOOL_ERROR)
+
+
 def test_a_later_request_decides_a_half_whose_wait_is_over() -> None:
     """classify() also decides the halves whose wait ended, not only expire()."""
     fake = FakeClock()
     assert fake.classify(client_half(1, request_id="1")) == []
-    fake.now += 2.5
+    fake.now += DEFAULT_PAIR_WAIT_S + 0.5
     events = fake.classify(make_span("GET /api", span=9))
     assert [c.span_ids for c in calls_in(events)] == [(span_id(1),)]
 
@@ -255,7 +266,7 @@ def test_a_half_arriving_after_its_partner_was_decided_alone_is_not_counted_twic
     """The late server half of a call already reported alone adds no second call."""
     fake = FakeClock()
     fake.classify(client_half())
-    alone = fake.advance(5.0)
+    alone = fake.advance(DEFAULT_PAIR_WAIT_S + 1)
     late = fake.classify(server_half())
     assert [c.span_ids for c in calls_in(alone)] == [(span_id(1),)]
     assert late == []

@@ -67,7 +67,12 @@ DEFAULT_STRIP_ATTRIBUTES = ("mcp.tool.arguments", "mcp.tool.result")
 # --- classification -----------------------------------------------------------------------
 DEFAULT_TURN_KEYS = ("mcp.turn.id",)  # span attributes naming the turn; else the trace id
 DEFAULT_ROUND_KEYS = ("mcp.turn.round",)
-DEFAULT_PAIR_WAIT_S = 2.0  # as the Collector's servicegraph connector holds an unpaired span
+# Seconds. The two halves of a call are exported by two processes (the agent, the MCP
+# server), each through the OpenTelemetry SDK's batch span processor, which sends every
+# 5 s by default: one half can arrive up to that much after the other, and a shorter wait
+# (the Collector's servicegraph connector holds 2 s) decides calls alone, as unknown,
+# whose server half was on its way. Only an undecided half waits; its span is not held.
+DEFAULT_PAIR_WAIT_S = 10.0
 DEFAULT_MAX_PENDING_CALLS = 10_000
 DEFAULT_MAX_SEEN_SPANS = 200_000
 DEFAULT_SEEN_TTL_S = 600.0  # an exporter's retry of the same spans comes within minutes
@@ -294,6 +299,8 @@ class HttpReceiverConfig:
     max_connections: int = DEFAULT_HTTP_MAX_CONNECTIONS
     idle_timeout_s: float = DEFAULT_HTTP_IDLE_TIMEOUT_S
     read_timeout_s: float = DEFAULT_HTTP_READ_TIMEOUT_S
+    # Over it, a request is answered 503 with Retry-After before its body is read.
+    max_inflight_bytes: int = DEFAULT_HTTP_MAX_INFLIGHT_BYTES
 
     def validate(self, prefix: str) -> list[str]:
         keys = (
@@ -303,14 +310,12 @@ class HttpReceiverConfig:
             "read_timeout_s",
             "max_inflight_bytes",
         )
-    # Over it, a request is answered 503 with Retry-After before its body is read.
-    max_inflight_bytes: int = DEFAULT_HTTP_MAX_INFLIGHT_BYTES
+        problems = not_positive(prefix, self, *keys)
         return [p for p in [endpoint_problem(f"{prefix}.endpoint", self.endpoint), *problems] if p]
 
 
 @dataclass(frozen=True, kw_only=True)
 class ReceiversConfig:
-        problems = not_positive(prefix, self, *keys)
     grpc: GrpcReceiverConfig = field(default_factory=GrpcReceiverConfig)
     http: HttpReceiverConfig = field(default_factory=HttpReceiverConfig)
     # none: anyone who reaches the ports steers the breaker (said at start-up). token: the
