@@ -7,6 +7,7 @@ The advisories come from a scripted source here (what ``AdvisoryClient.check`` a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -16,13 +17,21 @@ import pytest
 from mcp import Client, MCPError
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from processor.advisories.convert import to_wire
+from processor.advisories.model import from_block
 from processor.advisories.v1 import advisories_pb2 as pb
-from processor.client.mcp_adapter import BreakerSession
+from processor.classify.classifier import Classifier
+from processor.classify.events import FailureClass, Outcome, ToolCall, Verdict
+from processor.client.calls import call_fingerprint
+from processor.client.mcp_adapter import LOCAL_ID_PREFIX, BreakerSession, FailureNotes
 from processor.client.mirror import CheckResult, Decision
+from processor.config import BreakerConfig, TurnKey
+from processor.engines.turns import TurnBreaker
 
 SERVER = "tools"
 MESSAGE = "`navigate` is unavailable for the rest of this turn: upstream MCP session is closed."
@@ -281,3 +290,386 @@ def test_with_neither_a_turn_nor_a_trace_the_session_warns_once(
         "without either, each call is a turn of its own and a repeated call cannot be refused"
     ]
     assert [turn for _, turn, *_ in advisories.asked] == ["", "", ""]
+
+
+# -- repeats the mirror cannot know of yet: the session's own notes --------------------------
+DEAD = "upstream MCP session is closed"  # a transport failure: the whole tool is out
+PICKY = "no results: the query language was not understood"  # a tool error: this call only
+
+
+def failing_server(calls: list[str], parallel: int = 1) -> MCPServer:
+    """``dead`` fails as a closed session, ``picky`` as a tool error, ``status`` (no
+    arguments) as a tool error, ``declined`` as a user's "no"; ``twin`` fails as a closed
+    session once ``parallel`` calls of it are in flight together."""
+    server = MCPServer(SERVER)
+    arrived = 0
+    all_in = anyio.Event()
+
+    def failure(text: str) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+    @server.tool()
+    def dead(url: str) -> CallToolResult:
+        """Always fails: the session behind it is gone."""
+        calls.append(f"dead {url}")
+        return failure(DEAD)
+
+    @server.tool()
+    def picky(query: str) -> CallToolResult:
+        """Fails unless the query is good."""
+        calls.append(f"picky {query}")
+        return failure(PICKY) if query != "good" else CallToolResult(content=[])
+
+    @server.tool()
+    def status() -> CallToolResult:
+        """Always fails, and takes no arguments."""
+        calls.append("status")
+        return failure("quota exhausted for today")
+
+    @server.tool()
+    def declined(url: str) -> CallToolResult:
+        """The user said no."""
+        calls.append(f"declined {url}")
+        return failure("the user declined the permission prompt")
+
+    @server.tool()
+    async def twin(url: str) -> CallToolResult:
+        """Fails once ``parallel`` calls are in flight."""
+        nonlocal arrived
+        calls.append(f"twin {url}")
+        arrived += 1
+        if arrived >= parallel:
+            all_in.set()
+        await all_in.wait()
+        return failure(DEAD)
+
+    return server
+
+
+Step = tuple[str, dict[str, Any] | None]
+
+
+def run_turn(
+    provider: TracerProvider,
+    advisories: Any,
+    steps: list[Step],
+    *,
+    reached: list[str],
+    turn: str | None = "t1",
+    turn_key: TurnKey | None = TurnKey.CAUSE,
+) -> list[CallToolResult]:
+    """The calls of ``steps`` one after another in one turn, each as soon as the last ended."""
+
+    async def run() -> list[CallToolResult]:
+        async with Client(failing_server(reached)) as client:
+            session = BreakerSession(
+                client, advisories, provider.get_tracer("h"), SERVER, turn_key=turn_key
+            )
+            results = []
+            for number, (tool, arguments) in enumerate(steps):
+                session.set_turn(turn or f"turn-{number}", 1)
+                results.append(await session.call_tool(tool, arguments))
+            return results
+
+    return anyio.run(run)
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+def tool_spans(memory: InMemorySpanExporter) -> list[ReadableSpan]:
+    return [s for s in memory.get_finished_spans() if s.name == "mcp.tool.call"]
+
+
+def allowing() -> ScriptedAdvisories:
+    """A mirror that has heard of nothing yet: the advisory is still on its way."""
+    return ScriptedAdvisories(CheckResult(decision=Decision.ALLOW))
+
+
+def test_a_back_to_back_repeat_of_a_dead_session_is_refused_before_the_mirror_knows(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """The seed's turn: the same call again 2 ms after it failed. A transport failure
+    closes the whole tool for the turn, whatever the arguments, as the service's turn
+    rules do; other tools, and other turns, are untouched."""
+    provider, memory = spans
+    reached: list[str] = []
+    url = {"url": "https://artifact.test"}
+    results = run_turn(
+        provider,
+        allowing(),
+        [
+            ("dead", url),
+            ("dead", url),
+            ("dead", {"url": "https://other.test"}),
+            ("picky", {"query": "good"}),
+        ],
+        reached=reached,
+    )
+    assert reached == ["dead https://artifact.test", "picky good"]
+    assert [r.is_error for r in results] == [True, True, True, False]
+    refusal = (
+        f"`dead` is unavailable for the rest of this turn: {DEAD}. Do not call it again this "
+        "turn; answer what you can without it."
+    )
+    assert text_of(results[1]) == text_of(results[2]) == refusal
+    first, second, third, _ = tool_spans(memory)
+    assert first.attributes is not None and first.attributes["mcp.tool.outcome"] == "failed"
+    for refused in (second, third):
+        attributes = refused.attributes or {}
+        assert attributes["mcp.tool.outcome"] == "cancelled"
+        assert attributes["mcp.breaker.refused"] is True
+        advisory_id = str(attributes["mcp.breaker.advisory"])
+        assert advisory_id == f"{LOCAL_ID_PREFIX}turn_tool|t1|{SERVER}/dead"
+
+    reached.clear()  # a new turn for every call: nothing is refused
+    run_turn(provider, allowing(), [("dead", url), ("dead", url)], reached=reached, turn=None)
+    assert reached == ["dead https://artifact.test"] * 2
+
+
+def test_a_tool_error_refuses_only_the_identical_call(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, _ = spans
+    reached: list[str] = []
+    bad = {"query": "bad"}
+    results = run_turn(
+        provider,
+        allowing(),
+        [("picky", bad), ("picky", bad), ("picky", {"query": "good"}), ("picky", bad)],
+        reached=reached,
+    )
+    assert reached == ["picky bad", "picky good"]  # the correction goes through
+    assert (
+        text_of(results[1])
+        == text_of(results[3])
+        == (
+            f"This exact call to `picky` already failed in this turn: {PICKY}. Do not repeat it; "
+            "change the arguments or answer without it."
+        )
+    )
+    assert not results[2].is_error
+
+
+def test_a_raised_timeout_closes_the_tool_for_the_turn(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, _ = spans
+    session = BreakerSession(RaisingSession(), allowing(), provider.get_tracer("h"), SERVER)
+    session.set_turn("t1")
+
+    async def run() -> CallToolResult:
+        with pytest.raises(MCPError):
+            await session.call_tool("navigate", {"url": "u"})
+        return await session.call_tool("navigate", {"url": "another"})
+
+    result = anyio.run(run)  # RaisingSession would raise again: it was not called
+    # The words are the service's (test_the_note_is_the_block_the_service_will_open).
+    assert result.is_error
+    assert text_of(result).startswith("`navigate` is unavailable for the rest of this turn: ")
+    assert "Request timed out" in text_of(result)
+
+
+def test_what_the_service_would_not_block_is_not_refused(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """Neutral outcomes block nothing; a call-scoped failure without arguments has no
+    fingerprint, so a repeat cannot be told from a correction; turn_key=None: no notes."""
+    provider, _ = spans
+    reached: list[str] = []
+    url = {"url": "u"}
+    run_turn(
+        provider,
+        allowing(),
+        [("declined", url), ("declined", url), ("status", None), ("status", None)],
+        reached=reached,
+    )
+    assert reached == ["declined u", "declined u", "status", "status"]
+    reached.clear()
+    run_turn(provider, allowing(), [("dead", url), ("dead", url)], reached=reached, turn_key=None)
+    assert reached == ["dead u", "dead u"]
+
+
+def test_turn_key_tool_blocks_the_tool_after_any_failure(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, _ = spans
+    reached: list[str] = []
+    steps: list[Step] = [("picky", {"query": "bad"}), ("picky", {"query": "good"})]
+    run_turn(provider, allowing(), steps, reached=reached, turn_key=TurnKey.TOOL)
+    assert reached == ["picky bad"]
+
+
+def test_once_the_mirror_has_the_advisory_the_mirror_answers(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, _ = spans
+    reached: list[str] = []
+    url = {"url": "u"}
+    mirror = allowing()  # then told what the service sent
+    service_says = pb.Advisory(
+        id="|turn_tool|t1|tools/dead",
+        scope=pb.SCOPE_TURN_TOOL,
+        state=pb.STATE_TURN_BLOCKED,
+        server=SERVER,
+        tool="dead",
+        turn="t1",
+        message="the service's own words",
+        enforced=True,
+    )
+
+    async def run() -> list[CallToolResult]:
+        async with Client(failing_server(reached)) as client:
+            session = BreakerSession(client, mirror, provider.get_tracer("h"), SERVER)
+            session.set_turn("t1", 1)
+            results = [await session.call_tool("dead", url)]
+            results.append(await session.call_tool("dead", url))  # the note refuses
+            mirror.local = CheckResult(decision=Decision.DENY, advisory=service_says)
+            results.append(await session.call_tool("dead", url))  # the mirror refuses
+            # The service withdrew it (or sent it in shadow mode): the mirror's word stands.
+            mirror.local = CheckResult(decision=Decision.ALLOW)
+            results.append(await session.call_tool("dead", url))
+            return results
+
+    results = anyio.run(run)
+    assert reached == ["dead u", "dead u"]
+    assert text_of(results[1]).startswith("`dead` is unavailable for the rest of this turn")
+    assert text_of(results[2]) == "the service's own words"
+    assert results[3].is_error and text_of(results[3]) == DEAD  # made, and failed again
+
+
+def test_calls_in_flight_together_all_go_then_a_repeat_is_refused(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """Two identical calls of one round, side by side: both were checked before either
+    failed, so both reach the tool. The call after them is refused."""
+    provider, _ = spans
+    reached: list[str] = []
+    url = {"url": "u"}
+
+    async def run() -> list[CallToolResult]:
+        results: list[CallToolResult] = []
+        async with Client(failing_server(reached, parallel=2)) as client:
+            session = BreakerSession(client, allowing(), provider.get_tracer("h"), SERVER)
+            session.set_turn("t1", 1)
+
+            async def call() -> None:
+                results.append(await session.call_tool("twin", url))
+
+            with anyio.fail_after(10):  # the tool answers only once both are in flight
+                async with anyio.create_task_group() as group:
+                    group.start_soon(call)
+                    group.start_soon(call)
+            results.append(await session.call_tool("twin", url))
+        return results
+
+    results = anyio.run(run)
+    assert reached == ["twin u", "twin u"]
+    assert [text_of(r) for r in results[:2]] == [DEAD, DEAD]
+    assert text_of(results[2]).startswith("`twin` is unavailable for the rest of this turn")
+
+
+# What the service makes of the very span the session recorded: its note must be the same
+# block, keyed the same way, with the same words for the model.
+def service_block(span: ReadableSpan) -> pb.Advisory | None:
+    classifier = Classifier()
+    assert span.end_time is not None
+    events = classifier.classify(encode_spans([span]), now=span.end_time / 1e9)
+    events += classifier.flush()
+    (call,) = [e for e in events if isinstance(e, ToolCall)]
+    config = BreakerConfig()
+    placed = TurnBreaker(config).observe(call).placed
+    made = placed and from_block(call, placed, enforced=True, turn_idle_s=config.turn_idle_s)
+    return to_wire(made) if made else None
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("dead", {"url": "u"}),  # transport: the tool
+        ("picky", {"query": "bad"}),  # tool error: the call
+        ("status", None),  # tool error without arguments: nothing
+        ("declined", {"url": "u"}),  # neutral: nothing
+        ("raises", {"url": "u"}),  # a raised timeout (MCPError -32001): the tool
+    ],
+)
+def test_the_note_is_the_block_the_service_will_open(
+    spans: tuple[TracerProvider, InMemorySpanExporter], tool: str, arguments: dict[str, Any] | None
+) -> None:
+    provider, memory = spans
+
+    async def run() -> FailureNotes | None:
+        async with Client(failing_server([])) as client:
+            inner: Any = RaisingSession() if tool == "raises" else client
+            session = BreakerSession(inner, allowing(), provider.get_tracer("h"), SERVER)
+            session.set_turn("t1", 1)
+            with contextlib.suppress(MCPError):  # the raised timeout
+                await session.call_tool(tool, arguments)
+            return session.notes
+
+    notes = anyio.run(run)
+    assert notes is not None
+    (span,) = tool_spans(memory)
+    expected = service_block(span)
+    noted = notes.check("t1", SERVER, tool, arguments)
+    if expected is None:
+        assert noted is None and len(notes) == 0
+        return
+    assert noted is not None
+    assert noted.id == "local" + expected.id  # the service's, with "local" for the tenant
+    for name in ("scope", "key", "state", "server", "tool", "turn", "fingerprint", "cause"):
+        assert getattr(noted, name) == getattr(expected, name), name
+    assert noted.message == expected.message and noted.enforced
+    assert noted.evidence.failure_class == expected.evidence.failure_class
+    assert noted.evidence.excerpt == expected.evidence.excerpt
+    assert noted.evidence.span_id == expected.evidence.span_id
+    assert noted.evidence.trace_id == expected.evidence.trace_id
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def failed(failure_class: FailureClass) -> Verdict:
+    return Verdict(outcome=Outcome.FAILED, failure_class=failure_class, error_excerpt="gone")
+
+
+def test_the_notes_are_bounded_and_expire() -> None:
+    clock = FakeClock()
+    notes = FailureNotes(max_turns=2, max_blocks_per_turn=2, ttl_s=60, clock=clock)
+    transport, tool_error = failed(FailureClass.TRANSPORT), failed(FailureClass.TOOL_ERROR)
+    for turn in ("a", "b"):
+        assert notes.note(turn, SERVER, "dead", None, transport) is not None
+    assert notes.check("a", SERVER, "dead", None) is not None  # "a" used last: "b" goes next
+    notes.note("c", SERVER, "dead", None, transport)
+    assert notes.check("b", SERVER, "dead", None) is None
+    assert notes.check("a", SERVER, "dead", None) is not None
+    assert notes.check("c", SERVER, "dead", None) is not None
+
+    assert notes.note("a", SERVER, "picky", {"q": 1}, tool_error) is not None
+    assert notes.note("a", SERVER, "picky", {"q": 2}, tool_error) is None  # the turn is full
+    assert notes.check("a", SERVER, "picky", {"q": 1}) is not None
+    assert notes.check("a", SERVER, "picky", {"q": 2}) is None
+    assert len(notes) == 3
+
+    clock.now += 60  # the service's advisory would have expired too
+    assert notes.check("a", SERVER, "dead", None) is None
+    assert notes.check("a", SERVER, "picky", {"q": 1}) is None
+    assert notes.check("c", SERVER, "dead", None) is None
+    assert len(notes) == 0
+
+
+def test_the_first_failure_of_a_key_stands_and_the_fingerprint_is_the_services() -> None:
+    clock = FakeClock()
+    notes = FailureNotes(clock=clock)
+    first = notes.note("t", SERVER, "picky", {"q": 1}, failed(FailureClass.PROTOCOL))
+    clock.now += 5
+    again = notes.note("t", SERVER, "picky", {"q": 1}, failed(FailureClass.HIDDEN))
+    assert first is not None and again is first
+    assert first.fingerprint == call_fingerprint(SERVER, "picky", {"q": 1})
+    assert first.cause == "protocol" and first.scope == pb.SCOPE_TURN_CALL

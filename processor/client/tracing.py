@@ -62,7 +62,10 @@ from opentelemetry.util.types import AttributeValue
 
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.classify.dialects import REFUSED_ATTRIBUTE
+from processor.classify.events import Verdict
+from processor.classify.outcome import Signals, judge
 from processor.classify.redact import redact
+from processor.classify.result import read_result
 from processor.client.calls import recorded_arguments
 
 log = logging.getLogger(__name__)
@@ -213,11 +216,20 @@ class PromptToolSpanProcessor(SpanProcessor):
 
 
 class ToolCallRecord:
-    """The ``mcp.tool.call`` span of one call; say once how the call ended."""
+    """The ``mcp.tool.call`` span of one call; say once how the call ended.
+
+    It also keeps what it wrote that bears on the outcome, so ``verdict()`` can tell how
+    mcp-breaker will read the span, even when the span is not recorded (sampled out)."""
 
     def __init__(self, span: Span) -> None:
         self.span = span
         self.outcome: str | None = None
+        self._error = ""  # mcp.tool.error as written (redacted), and the status message
+        self._error_type: str | None = None
+        self._is_error: bool | None = None
+        self._result: str | None = None  # mcp.tool.result as written
+        self._exceptions: list[tuple[str, str]] = []
+        self._refused = False
 
     def ok(self, typed_failure: Mapping[str, Any] | None = None) -> None:
         """The result came back with ``isError`` false. ``typed_failure``: the typed
@@ -227,9 +239,11 @@ class ToolCallRecord:
         rest of the result."""
         self._set_outcome("ok")
         self.span.set_attribute("mcp.tool.is_error", False)
+        self._is_error = False
         if typed_failure is not None:
             fields = failure_fields(typed_failure)
-            self.span.set_attribute("mcp.tool.result", json.dumps(fields, sort_keys=True))
+            self._result = json.dumps(fields, sort_keys=True)
+            self.span.set_attribute("mcp.tool.result", self._result)
 
     def failed(
         self, error: str, *, error_type: str | None = None, is_error: bool | None = None
@@ -240,10 +254,13 @@ class ToolCallRecord:
         # Redacted here, in the harness: the span goes on to tracing backends as it is.
         text = redact(error, max_chars=MAX_ERROR_CHARS)
         self.span.set_attribute("mcp.tool.error", text)
+        self._error = text
         if error_type:
             self.span.set_attribute("error.type", error_type)
+            self._error_type = error_type
         if is_error is not None:
             self.span.set_attribute("mcp.tool.is_error", is_error)
+            self._is_error = is_error
         self.span.set_status(Status(StatusCode.ERROR, text))
 
     def cancelled(self) -> None:
@@ -254,6 +271,7 @@ class ToolCallRecord:
         """mcp-breaker's advisory kept the call from being made: neutral, marked refused."""
         self._set_outcome("cancelled")
         self.span.set_attribute(REFUSED_ATTRIBUTE, True)
+        self._refused = True
         if advisory is not None:
             self.span.set_attribute("mcp.breaker.advisory", advisory.id)
 
@@ -264,6 +282,33 @@ class ToolCallRecord:
     def note_shadow(self, advisory: pb.Advisory) -> None:
         """Made although an advisory refuses it: the advisory is in shadow mode."""
         self.span.set_attribute("mcp.breaker.shadow_advisory", advisory.id)
+
+    def note_exception(self, kind: str, message: str) -> None:
+        """An ``exception`` event: the error's type and its message, redacted; no stack
+        trace (it holds file paths)."""
+        message = redact(message, max_chars=MAX_ERROR_CHARS)
+        self.span.add_event("exception", {"exception.type": kind, "exception.message": message})
+        self._exceptions.append((kind, message))
+
+    def verdict(self) -> Verdict:
+        """The outcome mcp-breaker will read from this span: the service's own reading of
+        the attributes written here (``processor/classify/dialects.py``, the harness
+        convention), so ``failed`` comes with the failure class the service will give it,
+        and a typed failure inside an ``ok`` is a hidden failure, as there."""
+        result = read_result(self._result, is_error=self._is_error)
+        return judge(
+            Signals(
+                outcome_attribute=self.outcome,
+                error_type=self._error_type,
+                status_error=self.outcome == "failed",  # only failed() sets an ERROR status
+                status_message=self._error,
+                exceptions=tuple(self._exceptions),
+                refused_by_advisory=self._refused,
+                is_error=result.is_error,
+                typed_failure=result.typed_failure,
+                result_text=result.text,
+            )
+        )
 
     def _set_outcome(self, outcome: str) -> None:
         self.outcome = outcome
@@ -309,13 +354,7 @@ def record_tool_call(
                 record.failed(message, error_type=error_type_of(error))
                 # An exception event without the stack trace (file paths) and with the
                 # message redacted, as the error attribute is.
-                span.add_event(
-                    "exception",
-                    {
-                        "exception.type": type(error).__qualname__,
-                        "exception.message": redact(message, max_chars=MAX_ERROR_CHARS),
-                    },
-                )
+                record.note_exception(type(error).__qualname__, message)
             raise
         except BaseException:
             # Cancelled (asyncio, anyio, Ctrl-C): the harness stopped it, the tool did not fail.

@@ -452,13 +452,21 @@ def circuit_message(what: str, evidence: Evidence, forced_reason: str = "") -> s
 
 
 def turn_message(call: ToolCall, block: Block) -> str:
-    why = block.excerpt or "it failed"
-    if block.scope is TurnScope.TOOL:
+    return turn_block_message(
+        call.tool, tool_wide=block.scope is TurnScope.TOOL, excerpt=block.excerpt
+    )
+
+
+def turn_block_message(tool: str, *, tool_wide: bool, excerpt: str) -> str:
+    """What the model is told of a turn block; the client library's local notes say the
+    same (``processor/client/mcp_adapter.py``)."""
+    why = excerpt or "it failed"
+    if tool_wide:
         return (
-            f"`{call.tool}` is unavailable for the rest of this turn: {why}. Do not call it "
+            f"`{tool}` is unavailable for the rest of this turn: {why}. Do not call it "
             f"again this turn; answer what you can without it."
         )
     return (
-        f"This exact call to `{call.tool}` already failed in this turn: {why}. Do not repeat "
+        f"This exact call to `{tool}` already failed in this turn: {why}. Do not repeat "
         f"it; change the arguments or answer without it."
     )

@@ -48,7 +48,10 @@ import type { Context } from "@opentelemetry/api";
 import type { Advisory } from "./advisory.js";
 import { recordedArguments } from "./calls.js";
 import { ConfigError } from "./errors.js";
+import { judge, type RecordedOutcome, type Verdict } from "./outcome.js";
 import { redact } from "./redact.js";
+
+export type { FailureClass, Verdict } from "./outcome.js";
 
 export const TOOL_CALL_SPAN = "mcp.tool.call";
 export const REFUSED_ATTRIBUTE = "mcp.breaker.refused";
@@ -203,10 +206,22 @@ export class PromptToolSpanProcessor implements SpanProcessor {
   }
 }
 
-/** The `mcp.tool.call` span of one call; say once how the call ended. */
+/**
+ * The `mcp.tool.call` span of one call; say once how the call ended. It also keeps what it
+ * wrote that bears on the outcome, so `verdict()` tells how mcp-breaker will read the span,
+ * even when the span is not recorded (sampled out).
+ */
 export class ToolCallRecord {
   readonly span: Span;
   private said: string | null = null;
+  private readonly written: Omit<RecordedOutcome, "outcome"> = {
+    error: "",
+    errorType: null,
+    isError: null,
+    statusError: false,
+    exceptions: [],
+    refused: false,
+  };
 
   constructor(span: Span) {
     this.span = span;
@@ -220,6 +235,7 @@ export class ToolCallRecord {
   ok(): void {
     this.setOutcome("ok");
     this.span.setAttribute("mcp.tool.is_error", false);
+    this.written.isError = false;
   }
 
   /**
@@ -230,9 +246,17 @@ export class ToolCallRecord {
     this.setOutcome("failed");
     const text = redact(error, MAX_ERROR_CHARS);
     this.span.setAttribute("mcp.tool.error", text);
-    if (options.errorType) this.span.setAttribute("error.type", options.errorType);
-    if (options.isError !== undefined) this.span.setAttribute("mcp.tool.is_error", options.isError);
+    this.written.error = text;
+    if (options.errorType) {
+      this.span.setAttribute("error.type", options.errorType);
+      this.written.errorType = options.errorType;
+    }
+    if (options.isError !== undefined) {
+      this.span.setAttribute("mcp.tool.is_error", options.isError);
+      this.written.isError = options.isError;
+    }
     this.span.setStatus({ code: SpanStatusCode.ERROR, message: text });
+    this.written.statusError = true;
   }
 
   /** The harness stopped the call (neutral: neither a failure nor a success). */
@@ -244,6 +268,7 @@ export class ToolCallRecord {
   refused(advisory: Advisory | null): void {
     this.setOutcome("cancelled");
     this.span.setAttribute(REFUSED_ATTRIBUTE, true);
+    this.written.refused = true;
     if (advisory !== null) this.span.setAttribute("mcp.breaker.advisory", advisory.id);
   }
 
@@ -255,6 +280,21 @@ export class ToolCallRecord {
   /** Made although an advisory refuses it: the advisory is in shadow mode. */
   noteShadow(advisory: Advisory): void {
     this.span.setAttribute("mcp.breaker.shadow_advisory", advisory.id);
+  }
+
+  /** An `exception` event: the error's type and its message, redacted; no stack (paths). */
+  noteException(kind: string, message: string): void {
+    const text = redact(message, MAX_ERROR_CHARS);
+    this.span.addEvent("exception", { "exception.type": kind, "exception.message": text });
+    this.written.exceptions = [...this.written.exceptions, [kind, text]];
+  }
+
+  /**
+   * The outcome mcp-breaker will read from this span (`outcome.ts`): `failed` with the
+   * failure class the service will give it, `ok`, `neutral` or `unknown`.
+   */
+  verdict(): Verdict {
+    return judge({ outcome: this.said, ...this.written });
   }
 
   private setOutcome(outcome: string): void {
@@ -304,10 +344,7 @@ export async function recordToolCall<T>(
             const message = describeError(error);
             record.failed(message, { errorType: errorTypeOf(error) });
             // An exception event without the stack (file paths), its message redacted.
-            span.addEvent("exception", {
-              "exception.type": errorName(error),
-              "exception.message": redact(message, MAX_ERROR_CHARS),
-            });
+            record.noteException(errorName(error), message);
           }
         }
         throw error;

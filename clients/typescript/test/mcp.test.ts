@@ -4,12 +4,14 @@
  * (deny, probe, shadow) is played exactly. The run against the real service is e2e.test.ts.
  */
 import assert from "node:assert/strict";
-import { describe, test } from "node:test";
+import { AsyncLocalStorage } from "node:async_hooks";
+import { after, before, describe, test } from "node:test";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { type Context, type ContextManager, context, ROOT_CONTEXT } from "@opentelemetry/api";
 import {
   BasicTracerProvider,
   InMemorySpanExporter,
@@ -17,8 +19,27 @@ import {
 } from "@opentelemetry/sdk-trace-base";
 import { z } from "zod";
 
-import { type Advisory, CheckResult, Decision, type ToolCall } from "@mcp-breaker/client";
-import { type AdvisorySource, resultText, wrapClient } from "@mcp-breaker/client/mcp";
+import {
+  type Advisory,
+  CheckResult,
+  callFingerprint,
+  Decision,
+  type Logger,
+  redact,
+  type ToolCall,
+} from "@mcp-breaker/client";
+import {
+  type AdvisorySource,
+  FailureNotes,
+  LOCAL_ID_PREFIX,
+  resultText,
+  type TurnKey,
+  wrapClient,
+} from "@mcp-breaker/client/mcp";
+import { MAX_ERROR_CHARS, recordToolCall } from "@mcp-breaker/client/tracing";
+import { PythonOracle } from "./support/python.js";
+
+const redactedError = (text: string) => redact(text, MAX_ERROR_CHARS); // as a record writes it
 
 const SERVER = "playwright";
 
@@ -53,29 +74,75 @@ class Source implements AdvisorySource {
   }
 }
 
-async function setUp(source: Source | null) {
+const DEAD = "upstream MCP session is closed"; // a transport failure: the tool is out
+const PICKY = "no results: the query language was not understood"; // a tool error: the call
+
+interface SetUpOptions {
+  setTurn?: boolean; // setTurn("turn-1", 3) before the calls (the default)
+  turnKey?: TurnKey | null;
+  logger?: Logger;
+  parallel?: number; // `twin` answers once this many of its calls are in flight
+}
+
+async function setUp(source: Source | null, options: SetUpOptions = {}) {
   let reached = 0;
+  const calls: string[] = [];
   const server = new McpServer({ name: "tools", version: "1.0.0" });
   server.registerTool("browser_navigate", { inputSchema: { url: z.string() } }, async ({ url }) => {
     reached++;
+    calls.push(`browser_navigate ${url}`);
     return url === "fail"
-      ? { content: [{ type: "text", text: "upstream MCP session is closed" }], isError: true }
+      ? { content: [{ type: "text", text: DEAD }], isError: true }
       : { content: [{ type: "text", text: `navigated to ${url}` }] };
   });
+  if (options.parallel !== undefined) {
+    // Only where asked: the first test lists the tools.
+    server.registerTool("search", { inputSchema: { query: z.string() } }, async ({ query }) => {
+      calls.push(`search ${query}`);
+      return query === "good"
+        ? { content: [{ type: "text", text: "found" }] }
+        : { content: [{ type: "text", text: PICKY }], isError: true };
+    });
+    server.registerTool("status", {}, async () => {
+      calls.push("status");
+      return { content: [{ type: "text", text: "quota exhausted for today" }], isError: true };
+    });
+    server.registerTool("ask", { inputSchema: { url: z.string() } }, async ({ url }) => {
+      calls.push(`ask ${url}`);
+      const text = "the user declined the permission prompt";
+      return { content: [{ type: "text", text }], isError: true };
+    });
+    let arrived = 0;
+    let allIn: () => void = () => {};
+    const together = new Promise<void>((resolve) => (allIn = resolve));
+    server.registerTool("twin", { inputSchema: { url: z.string() } }, async ({ url }) => {
+      calls.push(`twin ${url}`);
+      if (++arrived >= (options.parallel ?? 1)) allIn();
+      await together;
+      return { content: [{ type: "text", text: DEAD }], isError: true };
+    });
+  }
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   await server.connect(serverSide);
   const client = new Client({ name: "tests", version: "1.0.0" });
   await client.connect(clientSide);
   const exporter = new InMemorySpanExporter();
   const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  const tracer = provider.getTracer("tests");
   const tools = wrapClient(client, {
     advisories: source,
-    tracer: provider.getTracer("tests"),
+    tracer,
     serverName: SERVER,
+    ...(options.turnKey !== undefined ? { turnKey: options.turnKey } : {}),
+    ...(options.logger !== undefined ? { logger: options.logger } : {}),
   });
-  tools.setTurn("turn-1", 3);
+  if (options.setTurn ?? true) tools.setTurn("turn-1", 3);
   const call = async (url: string) =>
     (await tools.callTool({ name: "browser_navigate", arguments: { url } })) as CallToolResult;
+  const callOf = async (name: string, args?: Record<string, unknown>) =>
+    (await tools.callTool(
+      args === undefined ? { name } : { name, arguments: args },
+    )) as CallToolResult;
   const spans = async () => {
     await provider.forceFlush();
     return exporter.getFinishedSpans();
@@ -84,7 +151,7 @@ async function setUp(source: Source | null) {
     await client.close();
     await provider.shutdown();
   };
-  return { client, tools, call, spans, close, reached: () => reached };
+  return { client, tools, tracer, call, callOf, calls, spans, close, reached: () => reached };
 }
 
 describe("wrapClient", () => {
@@ -184,5 +251,339 @@ describe("wrapClient", () => {
     assert.equal(tools.turnId, "collapsed");
     assert.equal(tools.round, 9);
     await close();
+  });
+});
+
+/** Spans active across `await`, as the Node SDK's AsyncLocalStorageContextManager makes them. */
+class AsyncLocalContextManager implements ContextManager {
+  private readonly storage = new AsyncLocalStorage<Context>();
+  active(): Context {
+    return this.storage.getStore() ?? ROOT_CONTEXT;
+  }
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+    active: Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
+    return this.storage.run(active, () => fn.apply(thisArg, args));
+  }
+  bind<T>(_active: Context, target: T): T {
+    return target;
+  }
+  enable(): this {
+    return this;
+  }
+  disable(): this {
+    this.storage.disable();
+    return this;
+  }
+}
+
+const toolWideRefusal = (tool: string, why: string) =>
+  `\`${tool}\` is unavailable for the rest of this turn: ${why}. Do not call it again this ` +
+  "turn; answer what you can without it.";
+
+describe("wrapClient: a repeat the mirror cannot know of yet", () => {
+  // The source allows everything: the advisory is still on its way to the mirror.
+  test("a dead session's tool is refused for the rest of the turn, whatever the arguments", async () => {
+    const { call, callOf, calls, spans, close } = await setUp(new Source(), { parallel: 1 });
+    assert.equal((await call("fail")).isError, true);
+    const again = await call("fail");
+    const other = await call("https://other.test");
+    assert.equal((await callOf("search", { query: "good" })).isError, undefined);
+    assert.deepEqual(calls, ["browser_navigate fail", "search good"]);
+    assert.equal(again.isError, true);
+    assert.equal(resultText(again), toolWideRefusal("browser_navigate", DEAD));
+    assert.equal(resultText(other), resultText(again));
+    const [first, second] = await spans();
+    assert.equal(first?.attributes["mcp.tool.outcome"], "failed");
+    assert.equal(second?.attributes["mcp.tool.outcome"], "cancelled");
+    assert.equal(second?.attributes["mcp.breaker.refused"], true);
+    assert.equal(
+      second?.attributes["mcp.breaker.advisory"],
+      `${LOCAL_ID_PREFIX}turn_tool|turn-1|${SERVER}/browser_navigate`,
+    );
+    await close();
+  });
+
+  test("another turn is not refused", async () => {
+    const { tools, call, calls, close } = await setUp(new Source(), { parallel: 1 });
+    await call("fail");
+    tools.setTurn("turn-2", 1);
+    await call("fail");
+    assert.deepEqual(calls, ["browser_navigate fail", "browser_navigate fail"]);
+    await close();
+  });
+
+  test("a tool error refuses only the identical call; a correction goes", async () => {
+    const { callOf, calls, close } = await setUp(new Source(), { parallel: 1 });
+    await callOf("search", { query: "bad" });
+    const again = await callOf("search", { query: "bad" });
+    assert.equal((await callOf("search", { query: "good" })).isError, undefined);
+    assert.deepEqual(calls, ["search bad", "search good"]);
+    assert.equal(
+      resultText(again),
+      `This exact call to \`search\` already failed in this turn: ${PICKY}. Do not repeat it; ` +
+        "change the arguments or answer without it.",
+    );
+    await close();
+  });
+
+  test("what the service would not block is not refused", async () => {
+    // A user's "no" is neutral; a tool error without arguments has no fingerprint.
+    const { callOf, calls, close } = await setUp(new Source(), { parallel: 1 });
+    await callOf("ask", { url: "u" });
+    await callOf("ask", { url: "u" });
+    await callOf("status");
+    await callOf("status");
+    assert.deepEqual(calls, ["ask u", "ask u", "status", "status"]);
+    await close();
+  });
+
+  test('turnKey "tool" blocks the tool after any failure; null blocks nothing', async () => {
+    const byTool = await setUp(new Source(), { parallel: 1, turnKey: "tool" });
+    await byTool.callOf("search", { query: "bad" });
+    await byTool.callOf("search", { query: "good" });
+    assert.deepEqual(byTool.calls, ["search bad"]);
+    await byTool.close();
+    const off = await setUp(new Source(), { parallel: 1, turnKey: null });
+    await off.call("fail");
+    await off.call("fail");
+    assert.deepEqual(off.calls, ["browser_navigate fail", "browser_navigate fail"]);
+    await off.close();
+  });
+
+  test("a thrown timeout closes the tool for the turn", async () => {
+    const source = new Source();
+    const provider = new BasicTracerProvider();
+    let made = 0;
+    const timingOut = {
+      async callTool(): Promise<never> {
+        made++;
+        throw Object.assign(new Error("Request timed out"), { name: "McpError", code: -32001 });
+      },
+    };
+    const tools = wrapClient(timingOut as unknown as Client, {
+      advisories: source,
+      tracer: provider.getTracer("tests"),
+      serverName: SERVER,
+    });
+    tools.setTurn("turn-1");
+    await assert.rejects(tools.callTool({ name: "browser_navigate", arguments: { url: "u" } }));
+    const refused = (await tools.callTool({
+      name: "browser_navigate",
+      arguments: { url: "v" },
+    })) as CallToolResult;
+    assert.equal(made, 1);
+    // The words are the service's (checked against its code below); here, what is out.
+    assert.match(
+      resultText(refused),
+      /^`browser_navigate` is unavailable for the rest of this turn: .*Request timed out/,
+    );
+  });
+
+  test("once the mirror has the advisory, the mirror answers", async () => {
+    const source = new Source();
+    const { call, calls, close } = await setUp(source, { parallel: 1 });
+    await call("fail");
+    assert.match(resultText(await call("fail")), /unavailable for the rest of this turn/);
+    const serviceSays = advisory({
+      id: "|turn_tool|turn-1|playwright/browser_navigate",
+      message: "the service's own words",
+    });
+    source.local = new CheckResult(Decision.DENY, { advisory: serviceSays });
+    assert.equal(resultText(await call("fail")), "the service's own words");
+    // The service withdrew it (or sent it in shadow mode): the mirror's word stands.
+    source.local = new CheckResult(Decision.ALLOW);
+    assert.equal(resultText(await call("fail")), DEAD);
+    assert.deepEqual(calls, ["browser_navigate fail", "browser_navigate fail"]);
+    await close();
+  });
+
+  test("calls in flight together all go; the one after them is refused", async () => {
+    const { callOf, calls, close } = await setUp(new Source(), { parallel: 2 });
+    const both = await Promise.all([callOf("twin", { url: "u" }), callOf("twin", { url: "u" })]);
+    assert.deepEqual(both.map(resultText), [DEAD, DEAD]);
+    assert.match(resultText(await callOf("twin", { url: "u" })), /unavailable for the rest/);
+    assert.deepEqual(calls, ["twin u", "twin u"]);
+    await close();
+  });
+
+  test("the notes are bounded and expire as the service's advisory would", () => {
+    let now = 1_000_000;
+    const notes = new FailureNotes({
+      maxTurns: 2,
+      maxBlocksPerTurn: 2,
+      ttlMs: 60_000,
+      now: () => now,
+    });
+    const transport = { outcome: "failed", failureClass: "transport", excerpt: "gone" } as const;
+    const toolError = { outcome: "failed", failureClass: "tool_error", excerpt: "no" } as const;
+    assert.notEqual(notes.note("a", SERVER, "dead", undefined, transport), null);
+    assert.notEqual(notes.note("b", SERVER, "dead", undefined, transport), null);
+    assert.notEqual(notes.check("a", SERVER, "dead", undefined), null); // "b" goes next
+    notes.note("c", SERVER, "dead", undefined, transport);
+    assert.equal(notes.check("b", SERVER, "dead", undefined), null);
+    assert.notEqual(notes.check("a", SERVER, "dead", undefined), null);
+    assert.notEqual(notes.check("c", SERVER, "dead", undefined), null);
+
+    const first = notes.note("a", SERVER, "picky", { q: 1 }, toolError);
+    assert.equal(first?.fingerprint, callFingerprint(SERVER, "picky", { q: 1 }));
+    assert.equal(first?.scope, "SCOPE_TURN_CALL");
+    assert.equal(notes.note("a", SERVER, "picky", { q: 2 }, toolError), null); // turn full
+    assert.equal(notes.check("a", SERVER, "picky", { q: 2 }), null);
+    assert.equal(notes.size, 3);
+
+    now += 60_000;
+    assert.equal(notes.check("a", SERVER, "dead", undefined), null);
+    assert.equal(notes.check("a", SERVER, "picky", { q: 1 }), null);
+    assert.equal(notes.check("c", SERVER, "dead", undefined), null);
+    assert.equal(notes.size, 0);
+  });
+});
+
+describe("wrapClient: the turn without setTurn", () => {
+  before(() => context.setGlobalContextManager(new AsyncLocalContextManager()));
+  after(() => context.disable());
+
+  test("inside an active span, its trace is the turn, and a repeat is refused", async () => {
+    const source = new Source();
+    const warnings: string[] = [];
+    const logger = { debug() {}, info() {}, warn: (m: string) => warnings.push(m), error() {} };
+    const { tracer, call, calls, close } = await setUp(source, { setTurn: false, logger });
+    const traceId = await tracer.startActiveSpan("agent turn", async (turn) => {
+      await call("fail");
+      const again = await call("fail");
+      assert.match(resultText(again), /unavailable for the rest of this turn/);
+      turn.end();
+      return turn.spanContext().traceId;
+    });
+    assert.equal(traceId.length, 32);
+    assert.deepEqual(
+      source.asked.map((asked) => asked.turn),
+      [traceId, traceId],
+    );
+    assert.deepEqual(calls, ["browser_navigate fail"]);
+    assert.deepEqual(warnings, []);
+    await close();
+  });
+
+  test("with neither a turn nor an active span, it warns once", async () => {
+    const source = new Source();
+    const warnings: string[] = [];
+    const logger = { debug() {}, info() {}, warn: (m: string) => warnings.push(m), error() {} };
+    const { call, calls, close } = await setUp(source, { setTurn: false, logger });
+    await call("fail");
+    await call("fail");
+    assert.deepEqual(
+      source.asked.map((asked) => asked.turn),
+      ["", ""],
+    );
+    assert.deepEqual(calls, ["browser_navigate fail", "browser_navigate fail"]);
+    assert.deepEqual(warnings, [
+      `no turn for calls to ${SERVER}: call setTurn(turnId) before each model round, or make ` +
+        "the calls inside an active span for the turn (its trace is the turn); without either, " +
+        "each call is a turn of its own and a repeated call cannot be refused",
+    ]);
+    await close();
+  });
+});
+
+describe("ToolCallRecord.verdict() reads a span as the service does", () => {
+  test("against the service's own judge", async () => {
+    const oracle = new PythonOracle();
+    const texts = [
+      DEAD,
+      PICKY,
+      "Request timed out",
+      "deadline exceeded",
+      "Unknown tool: browser_navigate",
+      "tool `x` was not found",
+      "HTTP 503 from upstream",
+      "connection refused (ECONNREFUSED 127.0.0.1:8931)",
+      "the user declined the permission prompt",
+      "operation cancelled",
+      "invalid params: url must be a string",
+      "mcp-beaver: upstream MCP session is closed (reconnect also failed: reconnect upstream " +
+        'MCP "http://127.0.0.1:8931/mcp": sending "notifications/initialized": Bad Request)',
+      "token=sk-abcdefabcdefabcdefabcdef failed in /home/me/secret.txt",
+      "",
+    ];
+    interface Case {
+      outcome: "ok" | "failed";
+      error: string;
+      errorType: string | null;
+      isError: boolean | null;
+      exceptions: Array<[string, string]>;
+    }
+    const cases: Case[] = [];
+    for (const text of texts) {
+      cases.push(
+        { outcome: "failed", error: text, errorType: null, isError: true, exceptions: [] },
+        { outcome: "failed", error: text, errorType: "-32001", isError: null, exceptions: [] },
+        { outcome: "failed", error: text, errorType: "-32602", isError: null, exceptions: [] },
+        { outcome: "failed", error: text, errorType: "-32099", isError: null, exceptions: [] },
+        {
+          outcome: "failed",
+          error: `Error: ${text}`,
+          errorType: "Error",
+          isError: null,
+          exceptions: [["Error", `Error: ${text}`]],
+        },
+        {
+          outcome: "failed",
+          error: `McpError: ${text}`,
+          errorType: "-32000",
+          isError: null,
+          exceptions: [["McpError", text]],
+        },
+      );
+    }
+    cases.push({ outcome: "ok", error: "", errorType: null, isError: false, exceptions: [] });
+    try {
+      for (const recorded of cases) {
+        const provider = new BasicTracerProvider();
+        const verdict = await recordToolCall(
+          provider.getTracer("t"),
+          { tool: "x" },
+          async (record) => {
+            if (recorded.outcome === "ok") record.ok();
+            else {
+              record.failed(recorded.error, {
+                ...(recorded.errorType !== null ? { errorType: recorded.errorType } : {}),
+                ...(recorded.isError !== null ? { isError: recorded.isError } : {}),
+              });
+              for (const [kind, message] of recorded.exceptions) {
+                record.noteException(kind, message);
+              }
+            }
+            return record.verdict();
+          },
+        );
+        const expected = await oracle.ask<{
+          outcome: string;
+          failureClass: string | null;
+          excerpt: string;
+        }>({
+          kind: "verdict",
+          outcome: recorded.outcome,
+          error: recorded.outcome === "failed" ? redactedError(recorded.error) : "",
+          errorType: recorded.errorType,
+          isError: recorded.isError,
+          statusError: recorded.outcome === "failed",
+          exceptions: recorded.exceptions.map(([kind, message]) => [kind, redactedError(message)]),
+          refused: false,
+        });
+        const got = {
+          outcome: verdict.outcome,
+          failureClass: verdict.failureClass,
+          excerpt: verdict.outcome === "failed" ? verdict.excerpt : "",
+        };
+        assert.deepEqual(got, expected, JSON.stringify(recorded));
+      }
+    } finally {
+      oracle.close();
+    }
   });
 });

@@ -31,7 +31,9 @@ from processor.classify.fingerprint import (  # noqa: E402
     fingerprint,
     fingerprints,
 )
+from processor.classify.outcome import Signals, judge  # noqa: E402
 from processor.classify.redact import redact  # noqa: E402
+from processor.classify.result import read_result  # noqa: E402
 
 SERVERS = ["playwright", "", "sérveur", "a\u0000b"]
 ARGUMENT_TEXTS = [
@@ -154,12 +156,38 @@ def encoded(items: list[dict[str, Any]]) -> str:
     return json.dumps(items, indent=1, ensure_ascii=True) + "\n"
 
 
+def verdict_of(recorded: dict[str, Any]) -> dict[str, Any]:
+    """How the service judges an ``mcp.tool.call`` span that recorded these (the harness
+    convention: ``processor/classify/dialects.py``), as ``src/outcome.ts`` should."""
+    result = read_result(None, is_error=recorded["isError"])
+    verdict = judge(
+        Signals(
+            outcome_attribute=recorded["outcome"],
+            error_type=recorded["errorType"],
+            status_error=recorded["statusError"],
+            status_message=recorded["error"],
+            exceptions=tuple((kind, message) for kind, message in recorded["exceptions"]),
+            refused_by_advisory=recorded["refused"],
+            is_error=result.is_error,
+            result_text=result.text,
+        )
+    )
+    outcome = verdict.outcome.value
+    return {
+        "outcome": outcome,
+        "failureClass": verdict.failure_class.value if verdict.failure_class else None,
+        "excerpt": verdict.error_excerpt if outcome == "failed" else "",
+    }
+
+
 def oracle() -> None:
     """One JSON request a line in, one JSON answer a line out."""
     for line in sys.stdin:
         request = json.loads(line)
         if request["kind"] == "fingerprint":
             answer = fingerprint_vector(request["server"], request["tool"], request["arguments_json"])
+        elif request["kind"] == "verdict":
+            answer = verdict_of(request)
         else:
             answer = {"redacted": redact(request["text"], max_chars=request["max_chars"])}
         sys.stdout.write(json.dumps(answer, ensure_ascii=True) + "\n")
