@@ -7,6 +7,7 @@ is the span clock here: minutes past midnight of the seed's day (tests/engine_bu
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -177,6 +178,11 @@ def test_an_open_circuit_becomes_an_advisory_with_its_evidence() -> None:
     assert opened.expires_s == last_end + OPEN_S
     assert opened.message.startswith("MCP server `web` (all its tools) is unavailable: ")
     assert "3 calls, 0 successes since 00:10 UTC" in opened.message
+    # Until when, as a time: a refusal across turns that said "this turn" would be tried
+    # again in the next one.
+    until = time.strftime("%H:%M", time.gmtime(opened.expires_s))
+    assert f"Do not call it before {until} UTC; answer what you can" in opened.message
+    assert "this turn" not in opened.message
     evidence = opened.evidence
     assert evidence is not None
     assert (evidence.calls, evidence.failures) == (3, 3)

@@ -127,7 +127,7 @@ def from_circuit(
         server=server,
         tool=tool,
         cause=cause,
-        message=circuit_message(what, evidence, forced_reason) if blocking else "",
+        message=circuit_message(what, evidence, forced_reason, until_s=expires) if blocking else "",
         retry_after_s=retry_after,
         expires_s=expires,
         evidence=evidence,

@@ -178,7 +178,7 @@ class Breaker:
                 enforced=self.enforced(rule),
                 forced_reason=forced_reason,
                 evidence=evidence,
-                message=_refusal(call, governing.key, evidence, forced_reason)
+                message=_refusal(call, governing, state, evidence, forced_reason)
                 if dead_across and evidence
                 else "",
                 transitions=tuple(transitions),
@@ -273,7 +273,7 @@ class Breaker:
                     enforced=self.enforced(rule),
                     forced_reason="",
                     evidence=evidence,
-                    message=_refusal(seen.call, opened.key, evidence, ""),
+                    message=_refusal(seen.call, circuit, State.OPEN, evidence, ""),
                     transitions=(),
                     late=True,
                 )
@@ -427,27 +427,55 @@ def _governing(circuits: tuple[Circuit, ...], made_s: float) -> tuple[State, Cir
     return state, governing
 
 
-def _refusal(call: ToolCall, key: CircuitKey, evidence: Evidence, forced_reason: str) -> str:
+def _refusal(
+    call: ToolCall, circuit: Circuit, state: State, evidence: Evidence, forced_reason: str
+) -> str:
+    key = circuit.key
     what = (
         f"`{call.tool}` (MCP server `{key.name}`)"
         if key.scope is Scope.SERVER
         else f"`{call.tool}`"
     )
-    return circuit_message(what, evidence, forced_reason)
+    return circuit_message(what, evidence, forced_reason, until_s=refused_until(circuit, state))
 
 
-def _clock(seconds: float | None) -> str:
-    return time.strftime("%H:%M", time.gmtime(seconds)) if seconds is not None else "?"
+def refused_until(circuit: Circuit, state: State) -> float | None:
+    """When a circuit in ``state`` stops refusing: its open period's end (a call may then
+    test it) or its operator's deadline; None for states that do not refuse."""
+    if state is State.OPEN:
+        return circuit.open_until_s
+    if state is State.FORCED_OPEN:
+        return circuit.forced_until_s
+    return None
 
 
-def circuit_message(what: str, evidence: Evidence, forced_reason: str = "") -> str:
-    """``what`` is unavailable: why; counts since when. Built only from redacted text."""
+# An "until" further from the evidence than this is written with its date.
+_SAME_DAY_S = 12 * 3600
+
+
+def _clock(seconds: float | None, since_s: float | None = None) -> str:
+    if seconds is None:
+        return "?"
+    dated = since_s is not None and abs(seconds - since_s) > _SAME_DAY_S
+    return time.strftime("%Y-%m-%d %H:%M" if dated else "%H:%M", time.gmtime(seconds))
+
+
+def circuit_message(
+    what: str, evidence: Evidence, forced_reason: str = "", *, until_s: float | None = None
+) -> str:
+    """``what`` is unavailable: why; counts since when; until when (``until_s``: when it
+    stops refusing; a refusal that lasts across turns says so, or the model would try
+    again in the next one). Built only from redacted text."""
     why = evidence.excerpt or forced_reason or "it has been failing"
     successes = evidence.calls - evidence.failures
+    wait = (
+        f"Do not call it before {_clock(until_s, evidence.since_s)} UTC"
+        if until_s is not None
+        else "Do not call it again this turn"
+    )
     return (
         f"{what} is unavailable: {why}; {evidence.calls} calls, {successes} successes since "
-        f"{_clock(evidence.since_s)} UTC. Do not call it again this turn; answer what you "
-        f"can without it."
+        f"{_clock(evidence.since_s)} UTC. {wait}; answer what you can without it."
     )
 
 
