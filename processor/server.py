@@ -29,6 +29,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
 from processor.advisories.admin import AdminServicer
+from processor.advisories.model import Advisory
 from processor.advisories.service import AdvisoriesServicer, AdvisoryService
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.classify.classifier import Classifier
@@ -449,6 +450,12 @@ class Service:
                 "(docs/security.md)",
                 " or ".join(str(port) for port in receiver_ports.values()),
             )
+        if self.shared is None:
+            log.info(
+                "breaker state in memory (state.backend: memory): it starts empty, and a "
+                "restart forgets open circuits and turn blocks; state.backend: redis keeps "
+                "them (docs/scaling.md)"
+            )
         if "telemetry" in self.ports:
             log.info("metrics, /healthz and /readyz on port %d", self.ports["telemetry"])
         if "advisories" in self.ports:
@@ -495,6 +502,19 @@ class Service:
                 "and then released, not forwarded"
             )
 
+    @staticmethod
+    def _log_forgotten(in_force: list[Advisory]) -> None:
+        refusing = [a for a in in_force if a.blocking]
+        if refusing:
+            log.warning(
+                "stopping with %d advisories refusing calls (%s): breaker state is in memory, "
+                "so the next start will not know of them, and their tools will be called "
+                "again until they fail again (state.backend: redis keeps them)",
+                len(refusing),
+                ", ".join(sorted({a.id for a in refusing})[:5])
+                + (", ..." if len(refusing) > 5 else ""),
+            )
+
     async def readiness(self) -> tuple[bool, str]:
         if not self._started:
             return False, "receivers are not listening yet"
@@ -523,6 +543,8 @@ class Service:
             self.pipeline.flush()
         if self.shared is not None:
             await self.shared.stop()  # after the flush: its events are shared too
+        elif self.advisories is not None:
+            self._log_forgotten(self.advisories.hub.in_force())
         report = None
         if self.forwarder is not None:
             grace = self.config.forward.shutdown_grace_s

@@ -135,6 +135,11 @@ def status(
     text = render(response.advisories, time.time())
     if response.not_shown:
         text += f"{response.not_shown} more not shown (the least severe).\n"
-    if response.shared_state and response.shared_state != "memory":
+    if response.shared_state == "memory":
+        text += (
+            "Breaker state is in the service's memory (state.backend: memory): it knows what "
+            "it has seen since it last started.\n"
+        )
+    elif response.shared_state:
         text += f"Shared state: {escape_controls(response.shared_state)}.\n"
     return text

@@ -3,10 +3,15 @@ the receiver, delivery and security tests)."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 
 from processor.server import GC_YOUNG_THRESHOLD
+from tests.sdk import export_grpc
+from tests.support import start_serve
+from tests.test_seed_replay import harness_calls
 
 
 def test_garbage_collection_is_tuned_for_a_long_lived_service() -> None:
@@ -26,3 +31,20 @@ def test_garbage_collection_is_tuned_for_a_long_lived_service() -> None:
     assert int(default) < GC_YOUNG_THRESHOLD == int(tuned)
     assert older_kept == "True"
     assert frozen == "True"
+
+
+def test_memory_state_is_said_at_start_and_what_it_forgets_at_stop() -> None:
+    """A restart with in-memory state is not a recovery: the operator is told so."""
+    process, ports = start_serve("--set", "forward.endpoint=")
+    try:
+        now_ns = time.time_ns()
+        turns = [(f"turn-{i}", [(1, now_ns - (30 - i) * 10**9)]) for i in range(3)]
+        for turn, starts in turns:
+            spans = harness_calls(turn, starts)
+            assert export_grpc(f"127.0.0.1:{ports['grpc']}", spans).name == "SUCCESS"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, log = process.communicate(timeout=60)
+    assert "breaker state in memory (state.backend: memory): it starts empty" in log
+    assert "stopping with " in log and "advisories refusing calls" in log
+    assert "the next start will not know of them" in log
