@@ -53,8 +53,10 @@ def gunzip_capped(body: bytes, limit_bytes: int) -> bytes:
 def request_from_json(body: bytes) -> ExportTraceServiceRequest:
     try:
         document = json.loads(body)
-    except (ValueError, RecursionError):
+    except ValueError:
         raise InvalidRequest("body is not valid JSON") from None
+    except RecursionError:  # valid JSON, deeper than the decoder goes: say so
+        raise InvalidRequest(f"JSON nested deeper than {_MAX_JSON_DEPTH} levels") from None
     if not isinstance(document, dict):
         raise InvalidRequest("body must be a JSON object")
     _hex_ids_to_base64(document, depth=0)
