@@ -128,6 +128,86 @@ EXACT = [
         "OPENAI_API_KEY=sk-abc DATABASE_URL=postgres://u:p@h/db failed",
         "OPENAI_API_KEY=[REDACTED] DATABASE_URL=[REDACTED] failed",
     ),
+    # A value runs on over "&", ";" and "," that a password may hold, up to a space or the
+    # next key of a query string or form body.
+    ("ampersand in value", "password=Tr0ub4dor&3", "password=[REDACTED]"),
+    (
+        "semicolon in env value",
+        "PGPASSWORD=abc;def123 psql failed",
+        "PGPASSWORD=[REDACTED] psql failed",
+    ),
+    ("query string", "a=1&password=x&b=2", "a=1&password=[REDACTED]&b=2"),
+    (
+        "query string, two secrets",
+        "a=1&password=x&b=2&token=y",
+        "a=1&password=[REDACTED]&b=2&token=[REDACTED]",
+    ),
+    ("punctuation in value", "password=a,b,c;d&e", "password=[REDACTED]"),
+    ("comma before next pair", "password=hunter2, user=bob", "password=[REDACTED], user=bob"),
+    ("closing bracket", "(password=abc) rejected", "(password=[REDACTED]) rejected"),
+    ("cookie attributes", "session=abc; Path=/", "session=[REDACTED]; Path=/"),
+    (
+        "url-encoded form body",
+        "POST /login body user%3Dbob%26password%3DUrlEncPw77%26remember%3D1 failed",
+        "POST /login body user%3Dbob%26password%3D[REDACTED]%26remember%3D1 failed",
+    ),
+    (
+        "url-encoded ampersand in value",
+        "password%3DTr0ub%264%26x%3D1",
+        "password%3D[REDACTED]%26x%3D1",
+    ),
+    (
+        "query string, encoded value",
+        "user=bob&password=Enc%26Pw77&x=1",
+        "user=bob&password=[REDACTED]&x=1",
+    ),
+    ("fullwidth equals", "password＝Secret", "password＝[REDACTED]"),
+    ("fullwidth colon", "token：abc", "token：[REDACTED]"),
+    # JSON inside a JSON string, and an escaped quote inside a JSON value.
+    (
+        "escaped json",
+        'body "{\\"client_secret\\":\\"EscCliSec9\\",\\"user\\":\\"bob\\"}" rejected',
+        'body "{\\"client_secret\\":\\"[REDACTED]\\",\\"user\\":\\"bob\\"}" rejected',
+    ),
+    (
+        "escaped json number",
+        '{\\"password\\":1234,\\"ok\\":true}',
+        '{\\"password\\":[REDACTED],\\"ok\\":true}',
+    ),
+    (
+        "escaped quote in json value",
+        '{"password": "ab\\"cd", "user": "bob"}',
+        '{"password": "[REDACTED]", "user": "bob"}',
+    ),
+    # Short key words, alone or as a whole part of a key name.
+    ("pass", "pass=abc", "pass=[REDACTED]"),
+    ("pw", "pw=abc", "pw=[REDACTED]"),
+    ("pw colon", "pw: abc", "pw: [REDACTED]"),
+    ("pwd", "pwd=abc", "pwd=[REDACTED]"),
+    ("key", "key=abc", "key=[REDACTED]"),
+    ("apikey", "apikey=abc", "apikey=[REDACTED]"),
+    ("access_key", "access_key=abc", "access_key=[REDACTED]"),
+    ("camel-case pass", "dbPass=abc", "dbPass=[REDACTED]"),
+    ("snake-case pass", "db_pass=abc", "db_pass=[REDACTED]"),
+    ("kebab-case pass", "DB-PASS=abc", "DB-PASS=[REDACTED]"),
+    ("camel-case key", "secretAccessKey=abc", "secretAccessKey=[REDACTED]"),
+    ("key id", "accessKeyId=abc", "accessKeyId=[REDACTED]"),
+    ("acronym key", "APIKey=abc", "APIKey=[REDACTED]"),
+    (
+        "compound key colon",
+        "Ocp-Apim-Subscription-Key: abc",
+        "Ocp-Apim-Subscription-Key: [REDACTED]",
+    ),
+    ("value suffix", "passwordValue=abc", "passwordValue=[REDACTED]"),
+    # Command lines.
+    ("mysql glued password", "mysql -u root -pS3cret db", "mysql -u root -p[REDACTED] db"),
+    (
+        "mysql quoted passwords",
+        "mysql -u root -p'two words' -pX db",
+        "mysql -u root -p'[REDACTED]' -p[REDACTED] db",
+    ),
+    ("mysql password option", "mysql --password=Secret db", "mysql --password=[REDACTED] db"),
+    ("mysqldump", "mysqldump -pSecret app | gzip", "mysqldump -p[REDACTED] app | gzip"),
     ("pem block", f"bad key {PEM} after", "bad key [REDACTED] after"),
     ("posix path", "cannot open /etc/ssl/private/server.key", "cannot open <path>"),
     ("home path", "read ~/.ssh/id_rsa: permission denied", "read <path>: permission denied"),
@@ -303,3 +383,15 @@ def test_redact_never_lets_an_embedded_key_through(before: str, body: str, after
     result = redact(before + "sk-" + body + after)
     assert "sk-" + body not in result
     assert body not in result
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["mysql passwd &p -pr", "mariadb Bearer x& -pt", "mysqldump password &p -pX user@x.io"],
+)
+def test_a_command_line_whose_end_another_pass_removes_is_redacted_once(text: str) -> None:
+    """The MySQL pass runs last: run earlier, a later pass could remove the '&' that ended
+    the command, and a second redact() would find another -p in it."""
+    once = redact(text)
+    assert redact(once) == once
+    assert "-p[REDACTED]" in once

@@ -6,6 +6,8 @@ must come back as written), and a property that the prose rule keeps ``redact`` 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -68,6 +70,15 @@ SECRETS = [
     ("key: value", "token: abc.def.ghi", "abc.def.ghi"),
     ("api key colon", "api key: k3y-7782", "k3y-7782"),
     ("prefixed key=value", "db.password=Zx9!q", "Zx9!q"),
+    ("env value with semicolon", "PGPASSWORD=abc;def123", "def123"),
+    ("value with ampersand", "password=Tr0ub4dor&3xq", "3xq"),
+    ("escaped json pair", '{\\"client_secret\\":\\"EscCliSec9\\"}', "EscCliSec9"),
+    ("camel-case key", "dbPass=Sh0rt", "Sh0rt"),
+    ("secret access key", "secretAccessKey=wJalrXUt", "wJalrXUt"),
+    ("access key id", "accessKeyId=ASIAXX", "ASIAXX"),
+    ("url-encoded", "password%3DUrlEncPw77", "UrlEncPw77"),
+    ("mysql -p", "mysql -pMyS3cret", "MyS3cret"),
+    ("fullwidth equals", "password＝FwSecret", "FwSecret"),
     # URLs.
     ("url userinfo", "connect postgres://app:pa55word@db:5432/app failed", "pa55word"),
     ("url query", "GET https://api.example.com/v1?api_key=qk-771 failed", "qk-771"),
@@ -129,6 +140,29 @@ SURVIVORS = [
     "password for user bob rejected",
     "the credentials have expired",
     "signature verification failed",
+    # Short key words only as a whole part of a key name, and "key" or "pass" alone only
+    # before "=": these are words, not keys.
+    "the key was not found",
+    "key: not found",
+    "Missing key: user_id",
+    "Invalid key, expected one of: a, b",
+    "KeyError: 'api_key'",
+    "password reset link sent",
+    "keyboard layout unknown",
+    "passage blocked",
+    "compass=north",
+    "bypass=true",
+    "hotkey=F5",
+    "monkey=banana",
+    "pass: 3 fail: 0",
+    "the pass was rejected",
+    "--pass-through=x",
+    "tokenExpiry=3600",
+    "token_count=5",
+    # "-p" is a password only glued to a MySQL client's flag.
+    "cp -pr src dst failed",
+    "ssh -p 22 host refused",
+    "mysql -h db -P 3306 -u root -p",
 ]
 
 
@@ -202,6 +236,29 @@ def test_redact_prose_is_idempotent(parts: list[tuple[str, str, str, str]], max_
     text = "".join(f"{key}{filler} {word}{end}" for key, filler, word, end in parts)
     once = redact(text, max_chars=max_chars)
     assert redact(once, max_chars=max_chars) == once
+
+
+PAIR_KEYS = [
+    "password", "PGPASSWORD", "pass", "pw", "key", "dbPass", "db_pass", "DB-PASS", "api_key",
+    "secretAccessKey", "accessKeyId", "client_secret",
+]  # fmt: skip
+# A scheme word is no value ("Authorization: Bearer x"), so no value starts with one.
+SCHEME_START = re.compile(r"(?i)(?:bearer|basic|token|digest)(?![\w.~/\\@+-])")
+
+
+@given(
+    key=st.sampled_from(PAIR_KEYS),
+    separator=st.sampled_from(["=", " = ", "＝", "%3D"]),
+    value=st.from_regex(
+        r"[A-Za-z0-9!#*+-]{1,8}(?:[&;,][A-Za-z0-9!#*+-]{1,6}){0,3}", fullmatch=True
+    ).filter(lambda value: SCHEME_START.match(value) is None),
+    after=st.sampled_from(["", " rejected", "&user=bob", "; retry", ", user=bob", "%26x%3D1"]),
+)
+def test_redact_pair_value_runs_to_the_next_key(
+    key: str, separator: str, value: str, after: str
+) -> None:
+    """A value goes whole, over "&", ";" and ","; the next pair and the sentence stay."""
+    assert redact(f"{key}{separator}{value}{after}") == f"{key}{separator}{REDACTED}{after}"
 
 
 @given(

@@ -11,7 +11,14 @@ upstream's scheme, host and port: IPs and ports are not credentials) and removes
   holding a digit (keys, hashes, ids) -> ``[REDACTED]``;
 - the value after a key that names a secret (``password=``, ``token:``, ``"api_key":``,
   ``Cookie:``, ...), after an ``UPPER_SNAKE=`` environment name, and after ``Bearer`` or
-  ``Basic`` -> the key stays, the value becomes ``[REDACTED]``;
+  ``Basic`` -> the key stays, the value becomes ``[REDACTED]``. ``pass``, ``pw`` and ``key``
+  name a secret as a whole part of a key name (``dbPass``, ``DB-PASS``, ``accessKeyId``; not
+  ``compass`` or ``hotkey``), and alone ``pass`` and ``key`` only before ``=`` ("key: not
+  found" stays). The separator may be fullwidth (``＝``) or URL-encoded (``%3D``), the
+  quotes JSON-escaped (``{\\"client_secret\\":\\"x\\"}``). A bare value runs to the next space,
+  over the ``&``, ``;`` and ``,`` a password may hold, but not into the next ``key=`` of a
+  query string or form body (``a=1&password=x&b=2``: only ``x`` goes);
+- the password glued to a MySQL client's flag (``mysql -u root -pS3cret``) -> ``-p[REDACTED]``;
 - secrets written in prose, the word after a secret keyword (``password hunter2x``, ``the
   token tkn9f8e7d6c5``, ``api key k3y-7781``, ``PIN 4921``, ``otp: 883921``, ``my password is
   Tr0ub4dor&3``) -> the keyword stays, the word becomes ``[REDACTED]``. See "Prose" below;
@@ -25,8 +32,10 @@ The patterns err towards removing too much: a false positive costs a word, a fal
 leaks a credential. The result is one printable line (whitespace runs become a space;
 controls, lone surrogates and bidi overrides become U+FFFD) of at most ``max_chars``, cut
 between words with a trailing "…". Only the first ``SCAN_FACTOR * max_chars`` characters
-are read, and no pattern repeats a quantified group, so the cost is bounded whatever the
-input. A word cut by either limit is dropped whole, since half a secret matches no pattern.
+are read, and no pattern repeats a group that could match the same text in two ways (the
+parts of a repeated group start with different characters), so the cost is bounded
+whatever the input. A word cut by either limit is dropped whole, since half a secret
+matches no pattern.
 ``redact`` is idempotent. It takes any ``str``; only ``max_chars`` below 1 raises.
 
 Prose. A keyword is one of ``_PROSE_KEYWORDS`` (password, passphrase, token, secret, api key,
@@ -52,7 +61,8 @@ written. A word starting with a bracket, one without a letter or digit, another 
 an auth scheme ("Authorization: Bearer ...") is not a value. What gets through: a plain
 dictionary word after a keyword other than a password word ("the token is swordfish",
 "bearer token xyz"), a password-word value that happens to be a stop word ("password
-expired"), and a secret that no keyword introduces and no shape rule catches.
+expired"), a secret that no keyword introduces and no shape rule catches, and what follows
+the first space of an unquoted value (``passwd=pa ss`` keeps ``ss``).
 """
 
 from __future__ import annotations
@@ -88,7 +98,8 @@ _PRIVATE_KEY_BLOCK = re.compile(
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----[^-]*(?:-----END [A-Z ]*PRIVATE KEY-----)?"
 )
 
-# A key that ends in one of these words names a secret; "Unauthorized:" does not.
+# A key that ends in one of these words names a secret; "Unauthorized:" does not. They may
+# be glued to what comes before them: "PGPASSWORD", "db.password", "x-api-key".
 _SECRET_KEY_WORDS = (
     "password", "passwd", "pwd", "passphrase", "secret", "token", "api_key", "apikey",
     "api-key", "access_key", "private_key", "credential", "credentials", "auth",
@@ -96,23 +107,78 @@ _SECRET_KEY_WORDS = (
     "signature",
 )  # fmt: skip
 _KEY_WORD = "(?:" + "|".join(re.escape(word) for word in _SECRET_KEY_WORDS) + ")"
-# A value: quoted (an unclosed quote runs to the end), or up to a delimiter. "…" is the
-# cap's own mark and never a value, so cutting after "token:" stays stable.
-_VALUE = r"""(?:"[^"]*"?|'[^']*'?|[^\s"',;&)\]}…]+)"""
+# Short words that end many ordinary words ("compass", "bypass", "hotkey", "monkey"): they
+# name a secret only as a whole part of the key name, at its start or after "_", "-", "."
+# or a camel-case step ("pass", "db_pass", "DB-PASS", "dbPass", "secretAccessKey").
+_SHORT_KEY_WORDS = ("pass", "pw", "key")
+_SHORT_KEY_WORD = "(?:" + "|".join(_SHORT_KEY_WORDS) + ")"
+# Their first letters: a cheap test before the look-behinds of _PART_START, at every letter.
+_SHORT_KEY_FIRST = "(?=[" + "".join(sorted({word[0] for word in _SHORT_KEY_WORDS})) + "])"
+# Where a part of a key name starts: after no letter or digit (or after a form body's
+# "%26"), or at a camel-case step ("dbPass", "APIKey").
+_PART_START = r"(?:(?<![A-Za-z0-9])|(?<=%26)|(?-i:(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])))"
+# A part after the secret word that still names the secret: "accessKeyId", "token_value".
+_KEY_SUFFIX = r"(?:(?:[_.-]|(?-i:(?=[A-Z])))(?:id|value|str|string|b64|base64|hex|raw|plain))"
+# Alone, the English ones are keys only before "=": "key: not found" is prose, "key=abc" and
+# "pw: abc" are not.
+_ENGLISH_SHORT_KEY_WORDS = ("pass", "key")
+_SHORT_KEY_BEFORE_COLON = (
+    "(?!(?:" + "|".join(_ENGLISH_SHORT_KEY_WORDS) + rf"){_KEY_SUFFIX}?\s*[:：])"
+)
+# "=" or ":", fullwidth too, and "%3D", the "=" of a URL-encoded form body.
+_SEPARATOR = r"(?:[:=＝：]|%3D)"
+_ASSIGN = r"(?:[=＝]|%3D)"
 _NOT_REDACTED = r"(?!\[REDACTED\])"
-# A quoted key must have a quoted value: "Error calling tool 'get_token': disk full".
+# A value: quoted (an unclosed quote runs to the end), or a word. A password may hold "&",
+# ";" or "," ("Tr0ub4dor&3", "abc;def123"): they join the word on unless they end it
+# (before a space or a quote) or another "key=" of a query string or form body follows
+# ("a=1&password=x&b=2", "password%3Dx%26user%3Db"). The two parts share no character, so
+# the repetition cannot backtrack. "…" is the cap's own mark and never a value, so cutting
+# after "token:" stays stable.
+_VALUE_CHAR = r"""[^\s"',;&)\]}…%]"""
+_LONE_PERCENT = rf"%(?!26[\w.-]*{_ASSIGN})"  # "%26" before a key is a form body's "&"
+# One character, then runs of the rest split at each "%" ("unrolled": no run is ambiguous).
+_VALUE_PART = rf"(?:{_VALUE_CHAR}|{_LONE_PERCENT}){_VALUE_CHAR}*(?:{_LONE_PERCENT}{_VALUE_CHAR}*)*"
+_VALUE_JOIN = rf"""[,;&)\]}}]++(?![\w.-]*{_ASSIGN}){_NOT_REDACTED}(?=[^\s"',;&)\]}}…])"""
+_VALUE = rf"""(?:"[^"]*"?|'[^']*'?|{_VALUE_PART}(?:{_VALUE_JOIN}{_VALUE_PART})*)"""
+# A quoted key must have a quoted value: "Error calling tool 'get_token': disk full". In a
+# double-quoted value, as in JSON, a backslash escapes the next character: "ab\"cd" is one.
 _QUOTED_PAIR = re.compile(
-    rf"""(?P<key>["'][\w.-]*?{_KEY_WORD}["']\s*[:=]\s*)(?P<value>"[^"]*"?|'[^']*'?)""",
+    rf"""(?P<key>["'][\w.-]*?{_KEY_WORD}["']\s*{_SEPARATOR}\s*)"""
+    r"""(?P<value>"(?:[^"\\]|\\.)*"?|'[^']*'?)""",
+    re.IGNORECASE,
+)
+# JSON inside a JSON string escapes its quotes: {\"client_secret\":\"x\",\"pin\":1}. Such a
+# key is never prose, so a bare value (a number, true, null) goes too.
+_ESCAPED_PAIR = re.compile(
+    rf"""(?P<key>\\"[\w.-]*?{_KEY_WORD}\\"\s*{_SEPARATOR}\s*){_NOT_REDACTED}"""
+    r"""(?P<value>\\"[^"]*"?|[\w.+-]+)""",
     re.IGNORECASE,
 )
 # "Authorization: Bearer x" keeps its scheme; a scheme word alone is not a credential.
 # "Basic/x.txt" is no scheme word: a later pass would make it "<path>", then a value; so
 # the scheme ends where a path, e-mail or key could not go on ("Bearer…" is the cap's).
 _SCHEME = r"(?:bearer|basic|token|digest)"
+# A key name starts after no word character, or after the "%26" ("&") of a form body.
+_KEY_NAME = (
+    rf"(?:(?<![\w.-])|(?<=%26)){_SHORT_KEY_BEFORE_COLON}"
+    rf"[\w.-]*?(?:{_KEY_WORD}|{_SHORT_KEY_FIRST}{_PART_START}{_SHORT_KEY_WORD})"
+    rf"{_KEY_SUFFIX}?(?![\w-])"
+)
 _BARE_PAIR = re.compile(
-    rf"(?<![\w.-])(?P<key>[\w.-]*?{_KEY_WORD}(?![\w-])\s*[:=]\s*(?:{_SCHEME}\s+)?)"
+    rf"(?P<key>{_KEY_NAME}\s*{_SEPARATOR}\s*(?:{_SCHEME}\s+)?)"
     rf"{_NOT_REDACTED}(?!{_SCHEME}(?![\w.~/\\@+-]))(?P<value>{_VALUE})",
     re.IGNORECASE,
+)
+# A MySQL client's command up to the shell's next "|", ";" or "&"; quoted arguments whole.
+_MYSQL_COMMAND = re.compile(
+    r"""\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mysqlsh|mariadb)\b"""
+    r"""[^|;&'"]*(?:(?:'[^']*'?|"[^"]*"?)[^|;&'"]*)*"""
+)
+# In it, a password glued to its flag: "mysql -u root -pS3cret db". "-p" alone prompts, "-P
+# 3306" is the port; a command of another program ("cp -pr") has no such flag.
+_GLUED_PASSWORD = re.compile(
+    rf"""(?P<key>(?<=\s)-p){_NOT_REDACTED}(?P<value>'[^']*'?|"[^"]*"?|[^\s…]+)"""
 )
 _ENV_ASSIGNMENT = re.compile(
     rf"(?<![\w.-])(?P<key>[A-Z][A-Z0-9_]+=){_NOT_REDACTED}(?P<value>{_VALUE})"
@@ -221,6 +287,7 @@ def _scrub(text: str) -> str:
     text = _PREFIXED_KEY.sub(REDACTED, text)
     text = _SK_KEY.sub(_redact_sk_key, text)
     text = _PRIVATE_KEY_BLOCK.sub(REDACTED, text)
+    text = _ESCAPED_PAIR.sub(_redact_pair, text)
     text = _QUOTED_PAIR.sub(_redact_pair, text)
     text = _BARE_PAIR.sub(_redact_pair, text)
     text = _ENV_ASSIGNMENT.sub(_redact_pair, text)
@@ -236,7 +303,10 @@ def _scrub(text: str) -> str:
         pieces.append(_scrub_url(url.group()))
         position = url.end()
     pieces.append(_scrub_plain(text[position:]))
-    return "".join(pieces)
+    # Last: where a command line ends (an unquoted "|", ";" or "&") is only settled once
+    # every other pass has had its say; earlier, a pass that removed the end would make
+    # the next redact() see a longer command, and redact() would not be idempotent.
+    return _MYSQL_COMMAND.sub(_redact_mysql_command, "".join(pieces))
 
 
 def _scrub_plain(text: str) -> str:
@@ -300,8 +370,12 @@ def _redact_sk_key(match: re.Match[str]) -> str:
 
 def _redact_pair(match: re.Match[str]) -> str:
     value = match.group("value")
-    quote = value[0] if value[0] in "\"'" else ""
+    quote = value[:2] if value.startswith('\\"') else value[0] if value[0] in "\"'" else ""
     return match.group("key") + quote + REDACTED + quote
+
+
+def _redact_mysql_command(match: re.Match[str]) -> str:
+    return _GLUED_PASSWORD.sub(_redact_pair, match.group())
 
 
 def _redact_credentials(text: str) -> str:

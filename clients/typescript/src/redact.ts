@@ -13,7 +13,14 @@
  *   `AIza`), JWTs, PEM private key blocks, runs of 32+ base64/hex characters holding a
  *   digit → `[REDACTED]`;
  * - the value after a key that names a secret (`password=`, `token:`, `"api_key":`, ...),
- *   after an `UPPER_SNAKE=` environment name, after `Bearer` or `Basic`;
+ *   after an `UPPER_SNAKE=` environment name, after `Bearer` or `Basic`. `pass`, `pw` and
+ *   `key` name a secret as a whole part of a key name (`dbPass`, `DB-PASS`, `accessKeyId`;
+ *   not `compass` or `hotkey`), and alone `pass` and `key` only before `=` ("key: not
+ *   found" stays). The separator may be fullwidth (`＝`) or URL-encoded (`%3D`), the quotes
+ *   JSON-escaped (`{\"client_secret\":\"x\"}`). A bare value runs to the next space, over
+ *   the `&`, `;` and `,` a password may hold, but not into the next `key=` of a query
+ *   string or form body (`a=1&password=x&b=2`: only `x` goes);
+ * - the password glued to a MySQL client's flag (`mysql -u root -pS3cret`) → `-p[REDACTED]`;
  * - secrets written in prose, the word after a secret keyword (`password hunter2x`, `the
  *   token tkn9f8e7d6c5`, `api key k3y-7781`, `PIN 4921`, `my password is Tr0ub4dor&3`) →
  *   the keyword stays, the word becomes `[REDACTED]`. See "Prose" below;
@@ -79,6 +86,8 @@ const KEY_BODY = /[A-Za-z0-9]{16}/u;
 const PRIVATE_KEY_BLOCK =
   /-----BEGIN [A-Z ]*PRIVATE KEY-----[^-]*(?:-----END [A-Z ]*PRIVATE KEY-----)?/gu;
 
+// A key that ends in one of these words names a secret; "Unauthorized:" does not. They may
+// be glued to what comes before them: "PGPASSWORD", "db.password", "x-api-key".
 const SECRET_KEY_WORDS = [
   "password", "passwd", "pwd", "passphrase", "secret", "token", "api_key", "apikey",
   "api-key", "access_key", "private_key", "credential", "credentials", "auth",
@@ -87,21 +96,103 @@ const SECRET_KEY_WORDS = [
 ]; // prettier-ignore
 // Letters, "_" and "-": nothing to escape.
 const KEY_WORD = `(?:${SECRET_KEY_WORDS.map(anyCase).join("|")})`;
-const VALUE = String.raw`(?:"[^"]*"?|'[^']*'?|[^ "',;&)\]}…]+)`;
-// As in Python, where BARE_PAIR ignores case and ENV_ASSIGNMENT does not.
+// Short words that end many ordinary words ("compass", "bypass", "hotkey", "monkey"): they
+// name a secret only as a whole part of the key name, at its start or after "_", "-", "."
+// or a camel-case step ("pass", "db_pass", "DB-PASS", "dbPass", "secretAccessKey").
+const SHORT_KEY_WORDS = ["pass", "pw", "key"];
+const SHORT_KEY_WORD = `(?:${SHORT_KEY_WORDS.map(anyCase).join("|")})`;
+// Their first letters: a cheap test before the look-behinds of PART_START, at every letter.
+const SHORT_KEY_FIRST = `(?=${[...new Set(SHORT_KEY_WORDS.map((word) => word[0] as string))]
+  .sort()
+  .map(anyCase)
+  .join("|")})`;
+// Where a part of a key name starts: after no letter or digit (or after a form body's
+// "%26"), or at a camel-case step ("dbPass", "APIKey"). Python ignores case in the first
+// look-behind (so "İ", "ı", "ſ" and the Kelvin sign count as letters) and not in the
+// camel-case steps, its `(?-i:...)`: no pattern here ignores case, so those read as written.
+const PART_START =
+  String.raw`(?:(?<![${ANY_CASE_LETTERS}0-9])|(?<=%26)|` +
+  String.raw`(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]))`;
+// A part after the secret word that still names the secret: "accessKeyId", "token_value".
+// The camel-case step is case-sensitive, as Python's `(?-i:(?=[A-Z]))`.
+const KEY_SUFFIX = `(?:(?:[_.-]|(?=[A-Z]))(?:${[
+  "id", "value", "str", "string", "b64", "base64", "hex", "raw", "plain",
+].map(anyCase).join("|")}))`; // prettier-ignore
+// Alone, the English ones are keys only before "=": "key: not found" is prose, "key=abc" and
+// "pw: abc" are not.
+const ENGLISH_SHORT_KEY_WORDS = ["pass", "key"];
+const SHORT_KEY_BEFORE_COLON = `(?!(?:${ENGLISH_SHORT_KEY_WORDS.map(anyCase).join("|")})${KEY_SUFFIX}? *[:：])`;
+// "=" or ":", fullwidth too, and "%3D", the "=" of a URL-encoded form body. The patterns
+// that read a separator ignore case in Python, so "%3d" is one too. ASSIGN is also read
+// in ENV_ASSIGNMENT's value, which does not ignore case: it comes in both kinds.
+const SEPARATOR = String.raw`(?:[:=＝：]|%3[dD])`;
+const ASSIGN = String.raw`(?:[=＝]|%3D)`;
+const ASSIGN_ANY_CASE = String.raw`(?:[=＝]|%3[dD])`;
+// As in Python, where BARE_PAIR and ESCAPED_PAIR ignore case and ENV_ASSIGNMENT does not.
 const NOT_REDACTED = String.raw`(?!\[REDACTED\])`;
 const NOT_REDACTED_ANY_CASE = String.raw`(?!\[${anyCase("redacted")}\])`;
+// A value: quoted (an unclosed quote runs to the end), or a word. A password may hold "&",
+// ";" or "," ("Tr0ub4dor&3", "abc;def123"): they join the word on unless they end it
+// (before a space or a quote) or another "key=" of a query string or form body follows
+// ("a=1&password=x&b=2", "password%3Dx%26user%3Db"). The two parts share no character, so
+// the repetition cannot backtrack. "…" is the cap's own mark and never a value, so cutting
+// after "token:" stays stable.
+const VALUE_CHAR = String.raw`[^ "',;&)\]}…%]`;
+/** VALUE for a pattern that ignores case in Python (`anyCase`) or not. */
+function valuePattern(ignoreCase: boolean): string {
+  const assign = ignoreCase ? ASSIGN_ANY_CASE : ASSIGN;
+  const notRedacted = ignoreCase ? NOT_REDACTED_ANY_CASE : NOT_REDACTED;
+  const lonePercent = String.raw`%(?!26[${W}.-]*${assign})`; // "%26" before a key is a form body's "&"
+  // One character, then runs of the rest split at each "%" ("unrolled": no run is ambiguous).
+  const part = `(?:${VALUE_CHAR}|${lonePercent})${VALUE_CHAR}*(?:${lonePercent}${VALUE_CHAR}*)*`;
+  // Python's run of joining characters is possessive ("++"), which JavaScript lacks. A
+  // plain "+" matches the same: the look-ahead at its end refuses each of these
+  // characters, so no shorter run it could give back would match.
+  const join = String.raw`[,;&)\]}]+(?![${W}.-]*${assign})${notRedacted}(?=[^ "',;&)\]}…])`;
+  return String.raw`(?:"[^"]*"?|'[^']*'?|${part}(?:${join}${part})*)`;
+}
+const VALUE = valuePattern(false);
+const VALUE_ANY_CASE = valuePattern(true);
+// A quoted key must have a quoted value: "Error calling tool 'get_token': disk full". In a
+// double-quoted value, as in JSON, a backslash escapes the next character: "ab\"cd" is one.
+// (Python's "." takes any character but "\n", and no line break is left in the window.)
 const QUOTED_PAIR = new RegExp(
-  String.raw`(?<key>["'][${W}.-]*?${KEY_WORD}["'] *[:=] *)(?<value>"[^"]*"?|'[^']*'?)`,
+  String.raw`(?<key>["'][${W}.-]*?${KEY_WORD}["'] *${SEPARATOR} *)` +
+    String.raw`(?<value>"(?:[^"\\]|\\.)*"?|'[^']*'?)`,
+  "gu",
+);
+// JSON inside a JSON string escapes its quotes: {\"client_secret\":\"x\",\"pin\":1}. Such a
+// key is never prose, so a bare value (a number, true, null) goes too.
+const ESCAPED_PAIR = new RegExp(
+  String.raw`(?<key>\\"[${W}.-]*?${KEY_WORD}\\" *${SEPARATOR} *)${NOT_REDACTED_ANY_CASE}` +
+    String.raw`(?<value>\\"[^"]*"?|[${W}.+-]+)`,
   "gu",
 );
 // "Authorization: Bearer x" keeps its scheme; a scheme word alone is not a credential.
 // "Basic/x.txt" is no scheme word: a later pass would make it "<path>", then a value; so
 // the scheme ends where a path, e-mail or key could not go on ("Bearer…" is the cap's).
 const SCHEME = `(?:${["bearer", "basic", "token", "digest"].map(anyCase).join("|")})`;
+// A key name starts after no word character, or after the "%26" ("&") of a form body.
+const KEY_NAME =
+  String.raw`(?:(?<![${W}.-])|(?<=%26))${SHORT_KEY_BEFORE_COLON}` +
+  String.raw`[${W}.-]*?(?:${KEY_WORD}|${SHORT_KEY_FIRST}${PART_START}${SHORT_KEY_WORD})` +
+  String.raw`${KEY_SUFFIX}?(?![${W}-])`;
 const BARE_PAIR = new RegExp(
-  String.raw`(?<![${W}.-])(?<key>[${W}.-]*?${KEY_WORD}(?![${W}-]) *[:=] *(?:${SCHEME} +)?)` +
-    String.raw`${NOT_REDACTED_ANY_CASE}(?!${SCHEME}(?![${W}.~/\\@+-]))(?<value>${VALUE})`,
+  String.raw`(?<key>${KEY_NAME} *${SEPARATOR} *(?:${SCHEME} +)?)` +
+    String.raw`${NOT_REDACTED_ANY_CASE}(?!${SCHEME}(?![${W}.~/\\@+-]))(?<value>${VALUE_ANY_CASE})`,
+  "gu",
+);
+// A MySQL client's command up to the shell's next "|", ";" or "&"; quoted arguments whole.
+// Python's `\b` knows letters of any script, JavaScript's only ASCII: so look-arounds.
+const MYSQL_COMMAND = new RegExp(
+  String.raw`(?<![${W}])(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mysqlsh|mariadb)(?![${W}])` +
+    String.raw`[^|;&'"]*(?:(?:'[^']*'?|"[^"]*"?)[^|;&'"]*)*`,
+  "gu",
+);
+// In it, a password glued to its flag: "mysql -u root -pS3cret db". "-p" alone prompts, "-P
+// 3306" is the port; a command of another program ("cp -pr") has no such flag.
+const GLUED_PASSWORD = new RegExp(
+  String.raw`(?<key>(?<= )-p)${NOT_REDACTED}(?<value>'[^']*'?|"[^"]*"?|[^ …]+)`,
   "gu",
 );
 const ENV_ASSIGNMENT = new RegExp(
@@ -225,6 +316,7 @@ function scrub(text: string): string {
   text = text.replace(PREFIXED_KEY, REDACTED);
   text = text.replace(SK_KEY, (match) => (KEY_BODY.test(match) ? REDACTED : match));
   text = text.replace(PRIVATE_KEY_BLOCK, REDACTED);
+  text = text.replace(ESCAPED_PAIR, redactPair);
   text = text.replace(QUOTED_PAIR, redactPair);
   text = text.replace(BARE_PAIR, redactPair);
   text = text.replace(ENV_ASSIGNMENT, redactPair);
@@ -241,7 +333,11 @@ function scrub(text: string): string {
     position = start + url[0].length;
   }
   pieces.push(scrubPlain(text.slice(position)));
-  return pieces.join("");
+  // Last: where a command line ends is only settled once every other pass has had its
+  // say (or redact would not be idempotent), as in the Python implementation.
+  return pieces
+    .join("")
+    .replace(MYSQL_COMMAND, (command) => command.replace(GLUED_PASSWORD, redactPair));
 }
 
 function scrubPlain(text: string): string {
@@ -296,9 +392,12 @@ function pathOrWord(match: string): string {
 }
 
 function redactPair(...args: unknown[]): string {
-  const groups = args.at(-1) as { key: string; value: string };
-  const quote = groups.value[0] === '"' || groups.value[0] === "'" ? groups.value[0] : "";
-  return groups.key + quote + REDACTED + quote;
+  const { key, value } = args.at(-1) as { key: string; value: string };
+  // A JSON-escaped quote (\") is kept whole, as a plain one is.
+  let quote = "";
+  if (value.startsWith('\\"')) quote = value.slice(0, 2);
+  else if (value[0] === '"' || value[0] === "'") quote = value[0];
+  return key + quote + REDACTED + quote;
 }
 
 function redactCredentials(text: string): string {

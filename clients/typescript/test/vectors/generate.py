@@ -16,6 +16,7 @@ reads from that text.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -112,17 +113,52 @@ MORE_REDACTION_INPUTS = [
     ("password for user bob rejected; token of account ci-bot: t1 secret set to s3t", 300),
     ("password is too short, password OK, password oK, password o\u212a", 300),
     ("my password is Tr0ub4dor&3. the token is swordfish", 24),
+    # Pair values that run over "&", ";" and ",", short key words as parts of a key name,
+    # escaped JSON and MySQL's -p. Python ignores case in the pair patterns ("%3d", "İ", "ſ",
+    # the Kelvin sign), but not in ENV_ASSIGNMENT nor in the camel-case steps of a key name.
+    ("user%3dbob%26password%3dLowEnc77%26x%3d1 PGPASSWORD%3dabc HOME=a%26b%3dc FOO=x%26y%3Dz", 300),
+    ("\u212aey=abc pa\u017f\u017f=abc PW=abc dbPa\u017f\u017f=x keyıd=x KEYID=x", 300),
+    ("acce\u017f\u017f\u212aey\u0130d=x accessKey\u0130d=x key_İD=x keyId=x keyid=x", 300),
+    ("İkey=x ıpass=x ßkey=x épw=x ÉPass=x 日本key=x x٣key=x key٣=x", 300),
+    ("APIKEYS=x apiKeys=x myPWD=x MyPw=x myPW=x XMLKey=x XMLkey=x aKEY=x KEYring=x", 300),
+    ("Key: x KEY：x pass ： x passId: x key_value: x pw: x dbKey: x db_pass: x pw：x", 300),
+    ("password=a&&b password=a&[REDACTED]b password=a&[redacted]b password=a)&b", 300),
+    ("password=a;&,b=c password=a;&,b password=a,;&", 300),
+    ("password=a%26%26b=1 password=a%%26b%3D1 password=a%2 password=%26x password=%", 300),
+    ("password=a&b=1 password=a&b＝1 password=a&b%3d1 API_KEY=a&b%3d1 API_KEY=a&b%3D1", 300),
+    ('x{\\"Token\\": \\"a b\\", \\"pin\\":12} {\\"secret\\"=[REDACTED]}', 300),
+    ('{\\"api_key\\"：\\"k\\"} {\\"session\\"%3d\\"s\\"} {\\"secret\\":[redacted]}', 300),
+    ('{\\"auth\\":-1.5e+3,\\"n\\":1} {\\"token\\":\\"open', 300),
+    ('{"password": "a\\\\", "user": "bob"} {"token": "a\\\\\\"b"} {"secret": "x\\', 300),
+    ("émysql -pX mysql_x -pX xmysql -pX mysql-cli -pX /usr/bin/mysql -pX MYSQL -pX", 300),
+    ("mysql -p'a b' -p\"c d\" -p[REDACTED] -p -pX…y mysql -u r -p'open", 300),
+    ("mysql -u root -pA & mysql -pB; mysqladmin -pC | mysqlshow -pD mariadb -pG mysqlsh -pH", 300),
+    ("mysql --host=h\t-pTab\u00a0-pNbsp 'mysql -pQ' \"mysql -pR\"", 300),
+    ("a=1%26password%3Dx%26b%3D2 a=1&amp;password=x&amp;b=2", 300),
+    ("key=Bearer abc pw=bearer pass=Token/x", 300),
+    ("password=Tr0ub4dor&3, user=bob; token=a,b,c, next " * 3, 40),
 ]
+# The pairs of tests/test_redact_prose.py's property test: each key with each separator,
+# and a value with "&", ";" or "," before what must stay.
+PAIR_SEPARATORS = ["=", " = ", "＝", "%3D"]
+PAIR_VALUES = ["Tr0ub4dor&3", "abc;def123", "a,b,c;d&e", "x!#*+-"]
+PAIR_AFTERS = ["", " rejected", "&user=bob", "; retry", ", user=bob", "%26x%3D1"]
 
 
 def redaction_inputs() -> list[tuple[str, int]]:
     """The Python suite's own cases, then more that a port to another language may miss."""
     from tests.test_redact import EXACT, GONE_AND_KEPT
-    from tests.test_redact_prose import SECRETS, SURVIVORS
+    from tests.test_redact_prose import PAIR_KEYS, SECRETS, SURVIVORS
 
     cases = [(case[1], 300) for case in EXACT] + [(case[1], 300) for case in GONE_AND_KEPT]
     cases += [(case[1], 300) for case in SECRETS] + [(text, 300) for text in SURVIVORS]
-    return cases + MORE_REDACTION_INPUTS
+    # Each key with each separator; the value changes with the key, the rest with the pair.
+    pairs = [
+        (key + separator + value + PAIR_AFTERS[i % len(PAIR_AFTERS)], 300)
+        for i, (key, separator) in enumerate(itertools.product(PAIR_KEYS, PAIR_SEPARATORS))
+        for value in [PAIR_VALUES[i // len(PAIR_SEPARATORS) % len(PAIR_VALUES)]]
+    ]
+    return cases + MORE_REDACTION_INPUTS + pairs
 
 
 def fingerprint_vector(server: str, tool: str, arguments_json: str) -> dict[str, Any]:
