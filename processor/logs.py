@@ -35,8 +35,11 @@ FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 # window ends; the next one after it says how many were.
 REPEATS_PER_WINDOW = 5
 REPEAT_WINDOW_S = 60.0
-# Info and debug are what an operator asked for by level; only these are cut.
+# Info and debug are what an operator asked for by level; only these are cut, and info
+# records that senders' spans drive (a dead call, a circuit's move: logged with
+# ``extra=SENDER_DRIVEN``), so that no sender can grow the log without bound.
 RATE_LIMITED_FROM = logging.WARNING
+SENDER_DRIVEN = {"mcp_breaker_sender_driven": True}
 # Windows held at once, oldest dropped first: the rate limit's memory stays bounded even
 # when messages are keyed by their text (see _template).
 MAX_TRACKED_TEMPLATES = 1_000
@@ -124,7 +127,9 @@ class RepeatLimit(logging.Filter):
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < RATE_LIMITED_FROM:
+        if record.levelno < RATE_LIMITED_FROM and not getattr(
+            record, "mcp_breaker_sender_driven", False
+        ):
             return True
         key = (record.name, record.levelno, _template(record))
         now = self._clock()

@@ -24,6 +24,7 @@ from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.roster import RosterFinding, RosterHealth
 from processor.engines.turns import NS_PER_S
 from processor.enrich import annotate, annotate_listing, annotate_undecided, restore
+from processor.logs import SENDER_DRIVEN
 from processor.sender import UNKNOWN_SENDER, Sender
 from processor.sparse import RequestSpans
 
@@ -164,6 +165,7 @@ class Pipeline:
                 collapse.from_round,
                 collapse.to_round,
                 collapse.offered_before,
+                extra=SENDER_DRIVEN,
             )
         self._emit(finding)
 
@@ -181,6 +183,7 @@ class Pipeline:
                 transition.source.value,
                 transition.target.value,
                 transition.trigger.value,
+                extra=SENDER_DRIVEN,
             )
         call = decision.call
         if decision.dead_call:
@@ -192,6 +195,7 @@ class Pipeline:
                 decision.rule.value if decision.rule else "",
                 "" if decision.enforced else ", shadow",
                 ", found when a late span arrived" if decision.late else "",
+                extra=SENDER_DRIVEN,
             )
         elif log.isEnabledFor(logging.DEBUG):
             log.debug(

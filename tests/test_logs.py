@@ -157,6 +157,19 @@ def test_info_and_distinct_kinds_are_not_cut(log: Log) -> None:
     assert len(lines) == 1000 + 3 * logs.REPEATS_PER_WINDOW + logs.REPEATS_PER_WINDOW + 1
 
 
+def test_info_that_senders_spans_drive_is_cut_too(log: Log) -> None:
+    """A dead call is an info line, and a sender can make thousands: at most a few a
+    window, then counted (the metrics count every one)."""
+    logger = logging.getLogger("processor.pipeline")
+    for n in range(1000):
+        logger.info("dead call to %s in turn %s", "pw/nav", f"t{n}", extra=logs.SENDER_DRIVEN)
+    log.clock.now += logs.REPEAT_WINDOW_S
+    logger.info("dead call to %s in turn %s", "pw/nav", "t-last", extra=logs.SENDER_DRIVEN)
+    lines = log.lines()
+    assert len(lines) == logs.REPEATS_PER_WINDOW + 1
+    assert lines[-1].endswith("(suppressed 995 similar messages in the last 60 s)")
+
+
 def test_the_limit_holds_a_bounded_number_of_kinds() -> None:
     clock = Clock()
     limit = logs.RepeatLimit(limit=1, clock=clock, max_templates=2)
