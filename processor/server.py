@@ -72,6 +72,7 @@ log = logging.getLogger(__name__)
 
 # In-flight export RPCs get this long to finish once the receivers stop.
 RECEIVER_STOP_GRACE_S = 5.0
+GRPC_BACKSTOP_FACTOR = 2  # gRPC's own concurrency limit, over receivers.grpc.max_concurrent_rpcs
 TICK_INTERVAL_S = 0.5  # most often held calls (and advisories) are checked for expiry
 ADVISORY_MAX_MESSAGE_BYTES = 1024 * 1024  # a Check or Subscribe request is small
 ADVISORY_STOP_GRACE_S = 1.0  # subscribers' streams are cut at shutdown; they reconnect
@@ -139,7 +140,10 @@ def _grpc_server(
         ("grpc.keepalive_timeout_ms", _ms(limits.keepalive_timeout_s)),
         ("grpc.server_handshake_timeout_ms", _ms(limits.handshake_timeout_s)),
     ]
-    return grpc.aio.server(options=options, maximum_concurrent_rpcs=limits.max_concurrent_rpcs)
+    # max_concurrent_rpcs is enforced by the export handler, which tells a sender to retry;
+    # gRPC's own limit, twice it, is a backstop (its RESOURCE_EXHAUSTED carries no delay).
+    backstop = GRPC_BACKSTOP_FACTOR * limits.max_concurrent_rpcs
+    return grpc.aio.server(options=options, maximum_concurrent_rpcs=backstop)
 
 
 def _ms(seconds: float) -> int:
@@ -363,7 +367,10 @@ class Service:
         server = _grpc_server(
             receivers.grpc.max_recv_msg_bytes, receivers.grpc, reuse_port=self._reuse_port
         )
-        server.add_generic_rpc_handlers((grpc_receiver.trace_service_handler(intake, gate),))
+        handler = grpc_receiver.trace_service_handler(
+            intake, gate, max_in_progress=receivers.grpc.max_concurrent_rpcs
+        )
+        server.add_generic_rpc_handlers((handler,))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         credentials = grpc_server_credentials(receivers.tls, "receivers.tls")
         endpoint = receivers.grpc.endpoint

@@ -19,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from processor.forward.senders import retry_info_s
 from processor.stage import may_hold_mcp
 from tests.otlp_builders import (
     ACCEPTED_SPANS,
@@ -232,6 +233,40 @@ def test_request_over_the_limit_is_resource_exhausted(
     assert service.metric(ACCEPTED_SPANS, transport="grpc") == 0
     assert service.metric(STAGE_REQUESTS, path="passthrough") == 0
     assert service.metric(STAGE_REQUESTS, path="parsed") == 0
+    assert_still_serving(service, next_hop)
+
+
+def test_an_export_over_max_concurrent_rpcs_is_told_to_retry(
+    start_service: StartService, next_hop: CaptureCollector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """UNAVAILABLE with RetryInfo, which every OTLP exporter retries; not gRPC's own
+    RESOURCE_EXHAUSTED without a delay, which the Collector's exporter drops."""
+    service = start_service("receivers.grpc.max_concurrent_rpcs=1")
+    stage = service.service.stage
+    opening, release = threading.Event(), threading.Event()
+    open_request = stage.open
+
+    def held(payload: bytes) -> object:  # over 1 MiB: opened in a worker thread
+        opening.set()
+        release.wait(TIMEOUT_S)
+        return open_request(payload)
+
+    monkeypatch.setattr(stage, "open", held)
+    answers: list[bytes] = []
+    big = padded_request(2 * 1024 * 1024)
+    first = threading.Thread(target=lambda: answers.append(export_raw(service.grpc_endpoint, big)))
+    first.start()
+    try:
+        assert opening.wait(TIMEOUT_S), "the first export was never opened"
+        error = rejected_call(service.grpc_endpoint, plain_request(1, 1).SerializeToString())
+        assert error.code() is grpc.StatusCode.UNAVAILABLE
+        assert "receivers.grpc.max_concurrent_rpcs" in (error.details() or "")
+        assert retry_info_s(error.trailing_metadata()) == 1.0
+    finally:
+        release.set()
+        first.join(TIMEOUT_S)
+    assert answers == [b""]  # the export in progress went through
+    assert service.metric(RECEIVER_REQUESTS, transport="grpc", outcome="refused") == 1
     assert_still_serving(service, next_hop)
 
 

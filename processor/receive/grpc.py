@@ -43,8 +43,39 @@ def bad_request_metadata(message: str) -> tuple[tuple[str, bytes], ...]:
     return _status_metadata(code_pb2.INVALID_ARGUMENT, message, detail)
 
 
-def trace_service_handler(intake: Intake, gate: Gate | None = None) -> grpc.GenericRpcHandler:
+# What a sender refused for too many exports in progress is told to wait: they finish in
+# milliseconds, or within the forwarder's own bounds.
+BUSY_RETRY_AFTER_S = 1.0
+BUSY_MESSAGE = (
+    "mcp-breaker has as many exports in progress as it may "
+    "(receivers.grpc.max_concurrent_rpcs); retry later"
+)
+
+
+def trace_service_handler(
+    intake: Intake, gate: Gate | None = None, max_in_progress: int | None = None
+) -> grpc.GenericRpcHandler:
+    """``max_in_progress``: exports handled at once; one more is told to retry
+    (UNAVAILABLE with RetryInfo). gRPC's own limit, a backstop above it, would answer
+    RESOURCE_EXHAUSTED without a delay, which OTLP exporters may take as final."""
+    in_progress = 0
+
     async def export(payload: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        nonlocal in_progress
+        if max_in_progress is not None and in_progress >= max_in_progress:
+            intake.count_busy(Transport.GRPC)
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                BUSY_MESSAGE,
+                trailing_metadata=retry_info_metadata(BUSY_MESSAGE, BUSY_RETRY_AFTER_S),
+            )
+        in_progress += 1
+        try:
+            return await _export(payload, context)
+        finally:
+            in_progress -= 1
+
+    async def _export(payload: bytes, context: grpc.aio.ServicerContext) -> bytes:
         peer = str(context.peer() or "")
         if gate is None or gate.open:
             sender = Sender(peer=peer)
