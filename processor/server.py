@@ -513,7 +513,7 @@ class Service:
     def _log_forgotten(in_force: list[Advisory]) -> None:
         refusing = [a for a in in_force if a.blocking]
         if refusing:
-            log.warning(
+            log.info(
                 "stopping with %d advisories refusing calls (%s): breaker state is in memory, "
                 "so the next start will not know of them, and their tools will be called "
                 "again until they fail again (state.backend: redis keeps them)",

@@ -35,9 +35,12 @@ SERVER_ID = f"|server|{SERVER}"
 pytestmark = pytest.mark.timeout(300)
 
 
-def open_the_server(replica: ReplicaProcess, prefix: str = "fail") -> None:
-    """Three session failures in three turns: the server's (and the tool's) circuit opens."""
-    spans = tool_calls([f"{prefix}-{i}" for i in range(3)])
+def open_the_server(
+    replica: ReplicaProcess, prefix: str = "fail", start_ns: int | None = None
+) -> None:
+    """Three session failures in three turns: the server's (and the tool's) circuit opens
+    (if no success of the server ended after the first of them began: span time decides)."""
+    spans = tool_calls([f"{prefix}-{i}" for i in range(3)], start_ns=start_ns)
     assert export_grpc(replica.otlp, spans).name == "SUCCESS"
 
 
@@ -325,7 +328,9 @@ def test_redis_lost_mid_stream_costs_no_span_and_the_replicas_converge_after(
         assert state == pb.STATE_OPEN
 
         # Shared again: a failure at d1 is known at d2.
-        open_the_server(d1, prefix="after-redis")
+        # After the successes above by span time too (tool_calls ends its calls just
+        # before now): a failure that ended before a success does not extend a streak.
+        open_the_server(d1, prefix="after-redis", start_ns=time.time_ns())
         wait_until(lambda: server_state(d2) == pb.STATE_OPEN, SETTLE_S, "d2 to hear of it")
         agree(replicas)
         assert "Redis unavailable" in d1.log_path.read_text()
