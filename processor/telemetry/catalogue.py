@@ -474,8 +474,9 @@ REQUESTS = _hop(
     C,
     ("transport", "outcome"),
     "Export requests by outcome: success, refused (retry: the forwarder could not take "
-    "them, or the OTLP/HTTP receiver held receivers.http.max_inflight_bytes), invalid (not "
-    "retryable), unauthenticated (no or a wrong credential: nothing read).",
+    "them, the OTLP/HTTP receiver held receivers.http.max_inflight_bytes, or OTLP/gRPC had "
+    "receivers.grpc.max_concurrent_rpcs exports in progress), invalid (not retryable), "
+    "unauthenticated (no or a wrong credential: nothing read).",
     "sum by (outcome) (rate(mcp_breaker_receiver_requests_total[5m]))",
 )
 RECEIVER_CONNECTIONS = _hop(
