@@ -272,6 +272,16 @@ def test_a_half_arriving_after_its_partner_was_decided_alone_is_not_counted_twic
     assert late == []
 
 
+def test_a_client_half_minutes_after_its_server_half_decided_the_call_adds_none() -> None:
+    """An agent's exporter backlog delivers the client half five minutes late: within
+    classify.seen_ttl_s, it is known as the call already decided."""
+    fake = FakeClock()
+    decided = fake.classify(server_half())
+    late = fake.advance(300.0) + fake.classify(client_half())
+    assert len(calls_in(decided)) == 1
+    assert late == [] and fake.classifier.pending_calls == 0
+
+
 # --- de-duplication -----------------------------------------------------------------------
 
 DUPLICATES = [

@@ -137,8 +137,13 @@ class Classifier:
         # Undecided halves of calls, oldest first; and the same, by each key they offer.
         self._held: OrderedDict[int, _Pending] = OrderedDict()
         self._by_key: dict[PairKey, _Pending] = {}
-        # Keys of halves still to come for calls already emitted: absorbed, not counted twice.
-        self._done = ExpiringKeys(self.config.max_pending_calls * 2, self.config.pair_wait_s * 30)
+        # Keys of halves still to come for calls already emitted: absorbed, not counted twice,
+        # for as long as a span seen before is known (an agent's exporter backlog can deliver
+        # a client half minutes after its server half decided the call).
+        self._done = ExpiringKeys(
+            self.config.max_pending_calls * 2,
+            max(self.config.pair_wait_s * 30, self.config.seen_ttl_s),
+        )
         self._seen = RecentKeys(self.config.max_seen_spans, self.config.seen_ttl_s)
         # Harness tool-call spans, and SDK client halves held under a parent span: an SDK
         # span nested under a harness span is the same call told twice (a harness that
