@@ -190,17 +190,18 @@ class SharedState:
             for payload in await self.store.overrides():
                 self._apply_override(payload)
         caught_up = 0
-        numbered = not fresh or self.advisories is None
+        # Replayed changes are numbered and kept under the shared epoch, so a subscriber of
+        # another replica can resume here: from the first entry a replica wrote.
+        to_number = self.advisories if fresh else None
         while True:
             entries = await self.store.read(self._last_id, READ_BATCH, 0)
             if not entries:
                 break
-            first = next((e for e in entries if e.payload is not None), None)
-            if not numbered and first is not None and self.advisories is not None:
-                # Replayed changes are numbered and kept under the shared epoch, so a
-                # subscriber of another replica can resume here.
-                self.advisories.restart(epoch, seq=position_seq(first.position - 1))
-                numbered = True
+            if to_number is not None:
+                first = next((e for e in entries if e.payload is not None), None)
+                if first is not None:
+                    to_number.restart(epoch, seq=position_seq(first.position - 1))
+                    to_number = None
             for entry in entries:
                 self._apply(entry)
             caught_up += len(entries)
