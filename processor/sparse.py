@@ -4,7 +4,7 @@ A request that holds an MCP marker is mostly other spans (HTTP, database, LLM ca
 decoding all of them into Python objects and encoding them again costs more than the
 naive parse-annotate-forward hop does in all. So the request is read through a shallow
 message (in C, with upb) whose spans are plain bytes; each span's bytes are searched for
-the markers (and ``SPAN_MARKERS``), and only a span that holds one is decoded. Of those,
+the markers, and only a span that holds one is decoded. Of those,
 the ones whose name may be an MCP span (``may_be_mcp``) are handed to the analysis; after
 it, each of them is encoded alone and put back in its place, and the shallow message,
 whose other spans never left their bytes, is encoded around them. A request in which no
@@ -37,11 +37,6 @@ try:  # a wheel for every common platform; where there is none, the plain scan a
 except ImportError:  # pragma: no cover
     _Text = None
 
-# Besides the request's markers: a Traceloop tool span is named "<tool>.tool" and need not
-# hold "mcp" itself (the marker that let its request in may sit in the scope "fastmcp" or
-# in another span). Every other name ``may_be_mcp`` accepts either holds a marker or
-# belongs to a span that is only read through attributes that hold one.
-SPAN_MARKERS: tuple[bytes, ...] = (b".tool",)
 
 TRACE_ID_BYTES = 16
 SPAN_ID_BYTES = 8
@@ -205,7 +200,6 @@ def read_sparse(payload: bytes, markers: Sequence[bytes]) -> SparseRequest:
     scopes of the other libraries are only counted, in C.
     """
     outer: Any = _parse(_OuterRequest, payload)
-    markers = (*markers, *SPAN_MARKERS)
     resources: list[SparseResource] = []
     opened: list[_Opened] = []
     span_count = rejected = 0
@@ -220,13 +214,14 @@ def read_sparse(payload: bytes, markers: Sequence[bytes]) -> SparseRequest:
             spans: list[Span] = []
             slots: list[int] = []
             bad: list[int] = []
+            scope = _decode(InstrumentationScope, shallow.scope)
             for slot, raw in enumerate(encoded):
                 if not may_hold(raw, markers):
                     continue
                 span = _decode(Span, raw)
                 if not valid_ids(span.trace_id, span.span_id):
                     bad.append(slot)
-                elif may_be_mcp(span.name):
+                elif may_be_mcp(span.name, scope.name):
                     spans.append(span)
                     slots.append(slot)
             read = None
@@ -234,7 +229,6 @@ def read_sparse(payload: bytes, markers: Sequence[bytes]) -> SparseRequest:
                 if sparse is None:
                     sparse = SparseResource(_decode(Resource, outer_resource.resource))
                     resources.append(sparse)
-                scope = _decode(InstrumentationScope, shallow.scope)
                 read = SparseScope(scope, spans, slots)
                 sparse.scope_spans.append(read)
             if read is not None or bad:

@@ -39,12 +39,14 @@ from processor.sparse import (
 
 log = logging.getLogger(__name__)
 
-# Byte strings that every supported MCP dialect writes somewhere in an MCP span: attribute
-# keys ("mcp.method.name", "mcp.tool.name"), span names ("mcp.tool.call", "tools/list.mcp"),
-# "fastmcp", or the method in a span name ("MCP send tools/call x", "MCP request: tools/call
-# x"). A false positive costs one parse; a false negative hides an MCP span, so they are
-# broad. Each is a full scan of the request (about 0.3-0.9 ns per byte here), so they are few.
-MCP_MARKERS: tuple[bytes, ...] = (b"mcp", b"tools/")
+# Byte strings that every tool span of a supported dialect writes somewhere: "mcp" in the
+# MCP dialects' attribute keys ("mcp.method.name"), span names ("mcp.tool.call", "MCP send
+# tools/call x") and scopes ("fastmcp", "mcp-python-sdk"); "tool" in every tool span an agent
+# framework writes ("execute_tool x", "gen_ai.tool.name", "ai.toolCall", OpenInference's
+# "tool.name"), in a Traceloop "<tool>.tool" and in the method "tools/call". A false positive
+# costs one parse; a false negative hides a tool call, so they are broad. Each is a full scan
+# of the request (about 0.3-0.9 ns per byte here), so they are two.
+MCP_MARKERS: tuple[bytes, ...] = (b"mcp", b"tool")
 
 SpanHook = Callable[[RequestSpans, Sender], None]
 """A later stage: reads the request's spans (and who sent it), may annotate them."""

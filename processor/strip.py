@@ -49,8 +49,9 @@ def strip_spans(spans: Iterable[Span], keys: frozenset[str], read: Read | None =
 def mcp_named_spans(request: RequestSpans) -> Iterable[Span]:
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
+            scope = scope_spans.scope.name
             for span in scope_spans.spans:
-                if may_be_mcp(span.name):
+                if may_be_mcp(span.name, scope):
                     yield span
 
 

@@ -1,4 +1,5 @@
-"""ExpiringKeys keeps what cachetools' TTLCache kept for the classifier, op for op."""
+"""ExpiringKeys and ExpiringValues keep what cachetools' TTLCache kept for the classifier, op
+for op."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from cachetools import TTLCache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processor.classify.recent import ExpiringKeys
+from processor.classify.recent import ExpiringKeys, ExpiringValues
 
 # (key, clock step, set or ask): small key and time ranges, so that keys are set again,
 # expire, and the bound evicts; now and then the clock goes back (a replay, a test).
@@ -33,3 +34,22 @@ def test_expiring_keys_answer_as_a_ttl_cache(
         assert keys.any_of((key,), now) == (key in cache)
         assert keys.any_of(range(8), now) == any(k in cache for k in range(8))
     assert len(keys) >= len(cache)  # TTLCache drops what is due when counted; we when set
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.integers(1, 5), st.sampled_from([0.5, 2.0, 5.0]), OPERATIONS)
+def test_expiring_values_answer_as_a_ttl_cache(
+    max_keys: int, ttl: float, operations: list[tuple[int, float, bool]]
+) -> None:
+    clock = [100.0]
+    cache: TTLCache[int, bool] = TTLCache(max_keys, ttl, timer=lambda: clock[0])
+    latest: dict[int, str] = {}  # read beside the cache: reading it would reorder its keys
+    values = ExpiringValues(max_keys, ttl)
+    for index, (key, step, setting) in enumerate(operations):
+        clock[0] += step
+        now = clock[0]
+        if setting:
+            cache[key], latest[key] = True, f"tool-{index}"
+            values.set(key, f"tool-{index}", now)
+        assert values.get(key, now) == (latest[key] if key in cache else None)
+    assert len(values) <= max_keys

@@ -20,7 +20,9 @@ def test_the_simd_search_is_the_one_in_use() -> None:
 @settings(max_examples=500)
 @given(
     st.binary(max_size=4096),
-    st.sampled_from([b"", b"mcp", b"tools/", b"mc", b"tools", b"MCP", b"m\x00cp"]),
+    st.sampled_from(
+        [b"", b"mcp", b"tools/", b"mc", b"tool", b"too", b"ai.toolCall", b"MCP", b"m\x00cp"]
+    ),
     st.integers(min_value=0, max_value=4096),
 )
 def test_it_agrees_with_a_plain_scan_wherever_a_marker_sits(
@@ -37,4 +39,7 @@ def test_markers_at_the_edges_and_in_large_requests() -> None:
     assert may_hold_mcp(big + b"tools/")
     assert may_hold_mcp(big[:500_000] + b"mcp" + big[500_000:])
     assert not may_hold_mcp(b"")
-    assert not may_hold_mcp(big + b"tools")
+    assert not may_hold_mcp(big + b"too")
+    # Every agent framework's tool span: the GenAI conventions', OpenInference's, the AI SDK's.
+    for marker in (b"execute_tool x", b"gen_ai.tool.name", b"tool.name", b"ai.toolCall"):
+        assert may_hold_mcp(big + marker), marker

@@ -80,10 +80,10 @@ class TestTheHook:
         assert attributes(holds) == {"keep": "x"}
         assert attributes(said_not_to) == PAYLOAD
 
-        unread = request_with(("mcp.tool.call", {"input.value": "secret", "keep": "x"}))
+        unread = request_with(("mcp.tool.call", {"llm.prompts": "secret", "keep": "x"}))
         (span,) = spans_of(unread)
         nothing_read = {span.span_id: (2, {})}
-        StripAfter(lambda r, _: None, lambda: [span], ["input.value"], lambda: nothing_read)(
+        StripAfter(lambda r, _: None, lambda: [span], ["llm.prompts"], lambda: nothing_read)(
             unread, Sender()
         )
         assert attributes(span) == {"keep": "x"}

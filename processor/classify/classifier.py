@@ -12,7 +12,7 @@ import enum
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from cachetools import LRUCache
@@ -20,8 +20,11 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.dialects import (
+    MAX_LAYERS,
+    MCP_DIALECTS,
     NAME_PREFIXES,
     NAME_SUFFIXES,
+    OPENINFERENCE_SCOPE,
     READ_KEYS,
     READ_PREFIXES,
     Kind,
@@ -29,7 +32,6 @@ from processor.classify.dialects import (
     read,
 )
 from processor.classify.events import (
-    Dialect,
     Event,
     FailureClass,
     Outcome,
@@ -43,7 +45,7 @@ from processor.classify.events import (
 from processor.classify.fingerprint import fingerprint
 from processor.classify.listing import listing_counts
 from processor.classify.outcome import judge
-from processor.classify.recent import ExpiringKeys, RecentKeys
+from processor.classify.recent import ExpiringKeys, ExpiringValues, RecentKeys
 from processor.classify.spanview import (
     MAX_ATTRIBUTES,
     AttributeValue,
@@ -114,6 +116,7 @@ class _Pending:
     offered: tuple[PairKey, ...]  # the keys this half is found by
     sought: tuple[PairKey, ...]  # the keys its other half would be found by
     arrived: float
+    layers: tuple[Reading, ...] = ()  # the spans of other layers of the same call
 
 
 class Classifier:
@@ -145,10 +148,13 @@ class Classifier:
             max(self.config.pair_wait_s * 30, self.config.seen_ttl_s),
         )
         self._seen = RecentKeys(self.config.max_seen_spans, self.config.seen_ttl_s)
-        # Harness tool-call spans, and SDK client halves held under a parent span: an SDK
-        # span nested under a harness span is the same call told twice (a harness that
-        # records its own spans while the mcp SDK's instrumentation is on).
-        self._harness_calls = RecentKeys(self.config.max_seen_spans, self.config.seen_ttl_s)
+        # The spans of calls already told, and their parents, by tool: a layer of one of
+        # them that comes in a later request (a framework span after the SDK span nested in
+        # it, each exported as it ended) is the same call, not another. And client halves
+        # held under a parent span, which a layer arriving later takes into its call.
+        told = (self.config.max_seen_spans, self.config.seen_ttl_s)
+        self._told_spans = ExpiringValues(*told)  # (tenant, trace, span) -> its tool
+        self._told_parents = ExpiringValues(*told)  # (tenant, trace, parent) -> the tool
         self._held_by_parent: dict[tuple[str, bytes, bytes], _Pending] = {}
         # Session id -> server name, per tenant: one tenant's spans cannot name another's.
         self._sessions: LRUCache[tuple[str, str], str] = LRUCache(self.config.max_sessions)
@@ -194,6 +200,7 @@ class Classifier:
         self.undecided = {}
         self.duplicates = []
         events: list[Event] = []
+        readings: list[Reading] = []
         # Locals: the loop below runs for every span of the request.
         wanted, patterns, found = self._wanted, self._patterns, self.spans
         for resource_spans in request.resource_spans:
@@ -201,9 +208,12 @@ class Classifier:
             tenant_name = harness = ""
             for scope_spans in resource_spans.scope_spans:
                 scope: str | None = None
+                every_span = scope_spans.scope.name.startswith(OPENINFERENCE_SCOPE)
                 for span in scope_spans.spans:
                     name = span.name
-                    if not (name.startswith(NAME_PREFIXES) or name.endswith(NAME_SUFFIXES)):
+                    if not (
+                        every_span or name.startswith(NAME_PREFIXES) or name.endswith(NAME_SUFFIXES)
+                    ):
                         continue  # may_be_mcp, spelled out
                     if resource is None:
                         resource, claimed = self._resource(resource_spans.resource, tenant)
@@ -226,7 +236,9 @@ class Classifier:
                         count = span_view.attribute_count
                         if count <= MAX_ATTRIBUTES:
                             self.read[span_view.span_id] = (count, span_view.attributes)
-                        events.extend(self._take(reading))
+                        readings.append(reading)
+        for root, layers in self._layered(readings):
+            events.extend(self._take(root, layers))
         events.extend(self.expire(now))
         self.stats.forwarded_pending += sum(
             1 for _, fate in self.undecided.values() if fate is SpanFate.PENDING
@@ -313,20 +325,68 @@ class Classifier:
             self._forget(pending)
             self._mark_done(pending.sought)
             self.undecided.pop(pending.reading.span.span_id, None)
-            events.append(self._call(pending.reading, None, pending.verdict))
+            events.append(self._call(pending.reading, None, pending.verdict, pending.layers))
         return events
 
     def _note(self, reading: Reading, verdict: Verdict, fate: SpanFate) -> None:
         self.undecided[reading.span.span_id] = (verdict, fate)
 
-    def _take(self, reading: Reading) -> tuple[Event, ...]:
+    def _layered(self, readings: list[Reading]) -> Iterator[tuple[Reading, tuple[Reading, ...]]]:
+        """The request's readings as calls: each outermost span with the layers nested in
+        it, and every span read before (an exporter's retry) left out.
+
+        A framework's tool span, a client library's span under it and the SDK's span under
+        that are one call told by each layer (pydantic-ai over fastmcp over the mcp SDK):
+        a call span whose parent is a call span of the same tool, on the same side of the
+        wire, is a layer of its parent's call, never a call of its own. A call made inside
+        a tool of another name (an agent used as a tool) stays a call of its own.
+        """
+        fresh: list[Reading] = []
+        for reading in readings:
+            span = reading.span
+            if self._seen.add((reading.tenant, span.trace_id, span.span_id), self._now):
+                fresh.append(reading)
+            else:
+                self.stats.duplicate_spans += 1
+                self.duplicates.append(span.span_id)
+        if len(fresh) < 2:
+            yield from ((reading, ()) for reading in fresh)
+            return
+        by_span = {
+            (r.tenant, r.span.trace_id, r.span.span_id): r
+            for r in fresh
+            if r.kind is Kind.CALL and r.side is not Side.SERVER
+        }
+        outer: dict[int, Reading] = {}  # id(layer) -> the reading it is nested in
+        for reading in fresh:
+            if reading.kind is not Kind.CALL or reading.side is Side.SERVER:
+                continue
+            span = reading.span
+            parent = by_span.get((reading.tenant, span.trace_id, span.parent_span_id))
+            if parent is not None and parent is not reading and same_tool(parent, reading):
+                outer[id(reading)] = parent
+        if not outer:
+            yield from ((reading, ()) for reading in fresh)
+            return
+        layers: dict[int, list[Reading]] = {}
+        for reading in fresh:
+            root, hops = reading, 0
+            while id(root) in outer and hops < MAX_LAYERS:
+                root, hops = outer[id(root)], hops + 1
+            if root is not reading:
+                layers.setdefault(id(root), []).append(reading)
+        for reading in fresh:
+            if id(reading) not in outer or id(reading) in layers:
+                if id(reading) in outer:  # a cycle of parent ids: told once, by this one
+                    continue
+                yield reading, tuple(layers.get(id(reading), ()))
+
+    def _take(self, reading: Reading, layers: tuple[Reading, ...] = ()) -> tuple[Event, ...]:
+        """One call (or listing) of this request: its outermost span and the spans of the
+        layers nested in it (``_layered``), decided from the layer that says most."""
         span = reading.span
         tenant = reading.tenant
         trace_id, span_id, parent_id = span.trace_id, span.span_id, span.parent_span_id
-        if not self._seen.add((tenant, trace_id, span_id), self._now):
-            self.stats.duplicate_spans += 1
-            self.duplicates.append(span_id)
-            return ()  # the same span exported twice
         self._learn_session(reading)
         side = reading.side
         if reading.kind is Kind.LISTING:
@@ -334,45 +394,60 @@ class Classifier:
             # (fastmcp lists tools to resolve every call) would count the same roster twice.
             return () if side is Side.SERVER else (self._listing(reading),)
         verdict = judge(reading.signals)
-        if side is Side.UNSPECIFIED:
-            if reading.dialect is Dialect.HARNESS:
-                self._absorb_nested(tenant, trace_id, span_id)
-            return (self._call(reading, None, verdict),)
-        parent = (tenant, trace_id, parent_id)
-        # A server span's parent is the client span that carried the request (W3C
-        # traceparent): the link of the call, which both halves name.
-        link = span_id if side is Side.CLIENT else parent_id
-        offered, sought = _pairing_keys(reading, link, tenant)
-        if side is Side.CLIENT and parent_id and parent in self._harness_calls:
+        for layer in layers:
+            self._learn_session(layer)
+            verdict = more_informative(verdict, judge(layer.signals))
+        if side is not Side.SERVER:
+            # Layers nested in this span or in its own layers that came in earlier requests
+            # (each span exported as it ends) and wait for their other half: this span
+            # tells their call.
+            members = [reading, *layers]
+            for member in members:  # grows: a layer absorbed may hold one of its own
+                for nested in self._absorb_nested(tenant, trace_id, member.span.span_id):
+                    verdict = more_informative(verdict, nested.verdict)
+                    layers += (nested.reading, *nested.layers)
+                    members += (nested.reading, *nested.layers)
+        group = (reading, *layers)
+        if side is not Side.SERVER and self._told_already(reading):
             self.stats.nested_spans += 1
-            self._mark_done(sought)  # the server half's keys
-            self._note(reading, verdict, SpanFate.ELSEWHERE)
-            return ()  # the harness's own span already tells this call
+            for member in group:
+                self._mark_done(_keys_of(member)[1])
+                self._note(member, verdict, SpanFate.ELSEWHERE)
+            self._remember_told(group)  # a layer deeper still may come later
+            return ()  # another layer of this call, read in an earlier request, told it
+        offered, sought = _group_keys(group)
         partner = self._partner(sought)
         if partner is not None:
             self._forget(partner)
             self.undecided.pop(partner.reading.span.span_id, None)  # decided now, after all
             merged = more_informative(verdict, partner.verdict)
-            return (self._call(reading, partner.reading, merged),)
+            return (self._call(reading, partner.reading, merged, layers + partner.layers),)
+        if side is Side.UNSPECIFIED:
+            # One span tells the whole call (a harness's, a framework's): decided at once.
+            self._mark_done(sought)
+            return (self._call(reading, None, verdict, layers),)
         # Absorbed only by its own link when it has one: request ids restart with every
         # session, so another call may share this one's id (see _pairing_keys).
+        link = span_id if side is Side.CLIENT else parent_id
         absorbing = offered[:1] if link else offered
         if self._done.any_of(absorbing, self._now):
-            self._note(reading, verdict, SpanFate.ELSEWHERE)
+            for member in group:
+                self._note(member, verdict, SpanFate.ELSEWHERE)
             return ()  # the other half already decided this call
         # A decided half goes out at once, unless it is a client half that cannot name its
         # server: its server half (fastmcp names itself there) is worth a short wait.
-        named = side is Side.SERVER or self._server(reading.tool, reading) is not None
+        named = side is Side.SERVER or self._server(reading.tool, *group) is not None
         if verdict.decisive and named:
             self._mark_done(sought)
-            return (self._call(reading, None, verdict),)
-        pending = _Pending(reading, verdict, offered, sought, self._now)
-        self._note(reading, verdict, SpanFate.PENDING)
+            return (self._call(reading, None, verdict, layers),)
+        pending = _Pending(reading, verdict, offered, sought, self._now, layers)
+        for member in group:
+            self._note(member, verdict, SpanFate.PENDING)
         self._held[id(pending)] = pending
         for key in offered:
             self._by_key[key] = pending
         if side is Side.CLIENT and parent_id:
-            self._held_by_parent[parent] = pending
+            self._held_by_parent[(tenant, trace_id, parent_id)] = pending
         return ()
 
     def _partner(self, sought: tuple[PairKey, ...]) -> _Pending | None:
@@ -384,17 +459,39 @@ class Classifier:
                 return pending
         return None
 
-    def _absorb_nested(self, tenant: str, trace_id: bytes, span_id: bytes) -> None:
-        """A harness call span arrived: an SDK client half already held under it is the
-        same call, so it is dropped, and its server half with it when that comes."""
-        self._harness_calls.add((tenant, trace_id, span_id), self._now)
+    def _absorb_nested(self, tenant: str, trace_id: bytes, span_id: bytes) -> list[_Pending]:
+        """A call span arrived: a client half already held under it, from an earlier
+        request, is a layer of the same call; it is taken out of the held halves and given
+        to this span's call, its server half's keys with it."""
         nested = self._held_by_parent.pop((tenant, trace_id, span_id), None)
-        if nested is not None and id(nested) in self._held:
-            self.stats.nested_spans += 1
-            self._forget(nested)
-            self._mark_done(nested.sought)
-            if nested.reading.span.span_id in self.undecided:  # in this very request
-                self._note(nested.reading, nested.verdict, SpanFate.ELSEWHERE)
+        if nested is None or id(nested) not in self._held:
+            return []
+        self.stats.nested_spans += 1
+        self._forget(nested)
+        self.undecided.pop(nested.reading.span.span_id, None)
+        return [nested]
+
+    def _told_already(self, reading: Reading) -> bool:
+        """Whether a call already told names this span as its parent (a layer nested in
+        it came first, decided) or as its child's parent (it is nested in a span told),
+        for the same tool: a call made inside a tool of another name is a call of its own."""
+        span, tenant, now = reading.span, reading.tenant, self._now
+        if span.parent_span_id:
+            tool = self._told_spans.get((tenant, span.trace_id, span.parent_span_id), now)
+            if isinstance(tool, str) and _same_names(tool, reading.tool):
+                return True
+        tool = self._told_parents.get((tenant, span.trace_id, span.span_id), now)
+        return isinstance(tool, str) and _same_names(reading.tool, tool)
+
+    def _remember_told(self, group: Iterable[Reading | None]) -> None:
+        now = self._now
+        for member in group:
+            if member is None or member.side is Side.SERVER:
+                continue
+            span, tenant, tool = member.span, member.tenant, member.tool
+            self._told_spans.set((tenant, span.trace_id, span.span_id), tool, now)
+            if span.parent_span_id:
+                self._told_parents.set((tenant, span.trace_id, span.parent_span_id), tool, now)
 
     def _forget(self, pending: _Pending) -> None:
         del self._held[id(pending)]
@@ -428,12 +525,12 @@ class Classifier:
                     return known
         return self.config.tool_servers.get(tool)
 
-    def _turn(self, first: Reading, second: Reading | None = None) -> tuple[str, int | None]:
-        """The turn and round the first reading names, else the second; the first's trace
-        id (hex) when neither names a turn."""
+    def _turn(self, first: Reading, *others: Reading | None) -> tuple[str, int | None]:
+        """The turn and round the first reading names, else the next that does; the first's
+        trace id (hex) when none names a turn."""
         turn: str | None = None
         round_: int | None = None
-        for reading in (first, second):
+        for reading in (first, *others):
             if reading is None:
                 continue
             attrs = reading.span.attributes
@@ -449,6 +546,8 @@ class Classifier:
                     if isinstance(value, int) and not isinstance(value, bool):
                         round_ = value
                         break
+        if not turn:
+            turn = _root_session(first, *others)
         if turn is not None and len(turn) > self.config.max_name_chars:
             self.stats.cut_names += 1
             turn = turn[: self.config.max_name_chars]
@@ -456,22 +555,27 @@ class Classifier:
             turn = encodable(turn)
         return turn or first.span.trace_id.hex(), round_
 
-    def _call(self, reading: Reading, partner: Reading | None, verdict: Verdict) -> ToolCall:
+    def _call(
+        self,
+        reading: Reading,
+        partner: Reading | None,
+        verdict: Verdict,
+        layers: tuple[Reading, ...] = (),
+    ) -> ToolCall:
         # The client's view is the harness's: its times, and its identity where it has one.
         other: Reading | None
         if partner is not None and partner.side is Side.CLIENT:
             client, other = partner, reading
         else:
             client, other = reading, partner
-        tool = client.tool or (other.tool if other else "")
-        server = self._server(tool, client, other)
-        turn, round_ = self._turn(client, other)
-        print_ = _fingerprint(server, tool, client, other)
+        told = (client, other, *layers)
+        tool = _tool(told)
+        server = self._server(tool, *told)
+        turn, round_ = self._turn(client, other, *layers)
+        print_ = _fingerprint(server, tool, told)
         span = client.span
-        if other is None:
-            spans: tuple[bytes, ...] = (span.span_id,)
-        else:
-            spans = (span.span_id, other.span.span_id)
+        spans = tuple(r.span.span_id for r in told if r is not None)
+        self._remember_told(told)
         return build_tool_call(
             turn=turn,
             round=round_,
@@ -529,18 +633,83 @@ def server_prefix(tool: str) -> str | None:
     return prefix if separator and prefix else None
 
 
-def _fingerprint(
-    server: str | None, tool: str, client: Reading, other: Reading | None
-) -> str | None:
-    """From the arguments either half recorded, the client's first; else from a digest of
-    them; None when neither recorded any."""
-    for reading in (client, other):
-        if reading is not None and reading.has_arguments:
+def _fingerprint(server: str | None, tool: str, told: Iterable[Reading | None]) -> str | None:
+    """From the arguments a span of the call recorded, the client's first; else from a
+    digest of them; None when none recorded any."""
+    readings = [r for r in told if r is not None]
+    for reading in readings:
+        if reading.has_arguments:
             return fingerprint(server, tool, reading.arguments)
-    for reading in (client, other):
-        if reading is not None and reading.arguments_digest:
+    for reading in readings:
+        if reading.arguments_digest:
             return fingerprint(server, tool, {"args_hash": reading.arguments_digest})
     return None
+
+
+def _root_session(*told: Reading | None) -> str | None:
+    """Where a framework exports each tool call as the root of a trace of its own, the
+    conversation it names (``gen_ai.conversation.id``, OpenInference's ``session.id``)
+    stands for the turn; an MCP session id does not, as one session outlives many turns."""
+    for reading in told:
+        if (
+            reading is not None
+            and reading.session_id
+            and reading.dialect not in MCP_DIALECTS
+            and not reading.span.parent_span_id
+        ):
+            return reading.session_id
+    return None
+
+
+def _tool(told: Iterable[Reading | None]) -> str:
+    """The call's tool as the MCP layer names it (a framework may prefix it with its
+    toolset's name), else as the first span that names one does."""
+    readings = [r for r in told if r is not None and r.tool]
+    for reading in readings:
+        if reading.dialect in MCP_DIALECTS:
+            return reading.tool
+    return readings[0].tool if readings else ""
+
+
+def same_tool(outer: Reading, inner: Reading) -> bool:
+    """Whether a call span nested in another can be a layer of the same call: the same
+    tool, or one name the other's with a prefix (a toolset's), or a nameless inner span."""
+    return _same_names(outer.tool, inner.tool)
+
+
+_PREFIX_SEPARATORS = frozenset("_-./:")
+
+
+def _same_names(a: str, b: str) -> bool:
+    """Equal, or either the other with a prefix ending in a separator ("billing_x", "x")."""
+    if not a or not b or a == b:
+        return True
+    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+    return longer.endswith(shorter) and longer[-len(shorter) - 1] in _PREFIX_SEPARATORS
+
+
+def _keys_of(reading: Reading) -> tuple[tuple[PairKey, ...], tuple[PairKey, ...]]:
+    span = reading.span
+    link = span.span_id if reading.side is Side.CLIENT else span.parent_span_id
+    return _pairing_keys(reading, link, reading.tenant)
+
+
+def _group_keys(
+    group: tuple[Reading, ...],
+) -> tuple[tuple[PairKey, ...], tuple[PairKey, ...]]:
+    """The pairing keys of a call's layers: a server half pairs with whichever client
+    layer carried its request (the innermost, usually the SDK's)."""
+    if len(group) == 1:
+        return _keys_of(group[0]) if group[0].side is not Side.UNSPECIFIED else ((), ())
+    offered: list[PairKey] = []
+    sought: list[PairKey] = []
+    for member in group:
+        if member.side is Side.UNSPECIFIED:
+            continue
+        mine, theirs = _keys_of(member)
+        offered += mine
+        sought += theirs
+    return tuple(offered), tuple(sought)
 
 
 def _pairing_keys(

@@ -15,7 +15,18 @@ from itertools import repeat
 from typing import Any
 
 from processor.cheap_dataclasses import builder
+from processor.classify import frameworks
 from processor.classify.events import Dialect, Side
+from processor.classify.frameworks import (
+    CONVERSATION_KEY,
+    EXECUTE_TOOL_PREFIX,
+    OPENINFERENCE_KIND_KEY,
+    OPENINFERENCE_SESSION_KEY,
+    OPENINFERENCE_TOOL,
+    OPERATION_KEY,
+    VERCEL_TOOL_CALL,
+    is_genai_tool,
+)
 from processor.classify.outcome import Signals, as_int, build_signals
 from processor.classify.result import ResultReading, as_bool, read_result
 from processor.classify.spanview import (
@@ -45,10 +56,35 @@ TRACELOOP_TOOL_SUFFIX = ".tool"
 TRACELOOP_MCP_SUFFIX = ".mcp"
 TRACELOOP_LISTING = LIST_METHOD + TRACELOOP_MCP_SUFFIX  # "tools/list.mcp"
 
+# The dialects that write an MCP layer of a call (as opposed to a framework's own span
+# around it): their tool names are the server's, so they win when layers disagree.
+MCP_DIALECTS = frozenset(
+    {
+        Dialect.HARNESS,
+        Dialect.SEMCONV,
+        Dialect.MCP_SDK,
+        Dialect.FASTMCP,
+        Dialect.TRACELOOP,
+        Dialect.LOGFIRE,
+    }
+)
+# How many spans of one trace can be layers of one call (framework, client library, SDK,
+# ...): a deeper chain is judged as separate calls rather than followed without bound.
+MAX_LAYERS = 8
+
 # Span names that can belong to an MCP call or listing in some dialect. Only spans whose
 # name matches are read further; every other span costs one string test.
-NAME_PREFIXES = ("mcp.tool", "tools/", "MCP ")
+# An OpenInference tool span is named after its tool, so its scope admits it instead.
+NAME_PREFIXES = (
+    "mcp.tool",
+    "tools/",
+    "MCP ",
+    EXECUTE_TOOL_PREFIX,
+    "running tool",
+    VERCEL_TOOL_CALL,
+)
 NAME_SUFFIXES = (TRACELOOP_TOOL_SUFFIX, TRACELOOP_MCP_SUFFIX)
+OPENINFERENCE_SCOPE = "openinference"  # its instrumentations' scope names begin so
 
 
 # Every attribute a reader below looks at; classifier.py adds the configured turn keys.
@@ -60,13 +96,26 @@ READ_KEYS = frozenset(
         "rpc.jsonrpc.error_code",
         "request",
         "response",
+        OPERATION_KEY,
+        CONVERSATION_KEY,
+        OPENINFERENCE_KIND_KEY,
+        OPENINFERENCE_SESSION_KEY,
+        "input.value",
+        "output.value",
+        "tool.name",
     }
 )
-READ_PREFIXES = ("mcp.", "gen_ai.tool.", "fastmcp.", "traceloop.")
+READ_PREFIXES = ("mcp.", "gen_ai.tool.", "fastmcp.", "traceloop.", VERCEL_TOOL_CALL + ".")
 
 
-def may_be_mcp(name: str) -> bool:
-    return name.startswith(NAME_PREFIXES) or name.endswith(NAME_SUFFIXES)
+def may_be_mcp(name: str, scope: str = "") -> bool:
+    """Whether a span can be a tool call or listing in some dialect: the one test every
+    span of a request meets before anything of it is read."""
+    return (
+        name.startswith(NAME_PREFIXES)
+        or name.endswith(NAME_SUFFIXES)
+        or scope.startswith(OPENINFERENCE_SCOPE)
+    )
 
 
 class Kind(enum.Enum):
@@ -112,9 +161,18 @@ def read(span: SpanView, hidden_patterns: Sequence[re.Pattern[str]] = ()) -> Rea
         return _traceloop_listing(span)
     if name.startswith(LOGFIRE_PREFIX):
         return _logfire(span, hidden_patterns)
-    method = span.attributes.get("mcp.method.name")
+    attributes = span.attributes
+    method = attributes.get("mcp.method.name")
     if isinstance(method, str) and method in (CALL_METHOD, LIST_METHOD):
         return _semconv(span, method, hidden_patterns)
+    # OpenInference first: where it also writes the GenAI keys, its own are the ones it
+    # fills right (2.6.0 writes the tool's schema as gen_ai.tool.call.arguments).
+    if attributes.get(OPENINFERENCE_KIND_KEY) == OPENINFERENCE_TOOL:
+        return frameworks.openinference(span, hidden_patterns)
+    if is_genai_tool(name, attributes):
+        return frameworks.genai(span, hidden_patterns)
+    if name == VERCEL_TOOL_CALL:
+        return frameworks.vercel(span, hidden_patterns)
     return None
 
 

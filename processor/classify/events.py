@@ -54,6 +54,12 @@ class Dialect(enum.StrEnum):
     FASTMCP = "fastmcp"
     TRACELOOP = "traceloop"  # OpenLLMetry's opentelemetry-instrumentation-mcp
     LOGFIRE = "logfire"
+    # Agent frameworks' own tool spans (frameworks.py): one span around each tool they run.
+    GENAI = "genai"  # the OpenTelemetry GenAI conventions' execute_tool span, any writer
+    PYDANTIC_AI = "pydantic_ai"
+    STRANDS = "strands"
+    OPENINFERENCE = "openinference"  # its TOOL span: OpenAI Agents, LangChain, LangGraph, ...
+    VERCEL_AI = "vercel_ai"
 
 
 class Side(enum.StrEnum):

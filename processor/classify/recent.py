@@ -78,3 +78,36 @@ class ExpiringKeys:
         elif len(expiring) >= self._max_keys:
             expiring.popitem(last=False)
         expiring[key] = now + self._ttl_s
+
+
+class ExpiringValues:
+    """ExpiringKeys that keep a value with each key: the same bounds, the same order of
+    eviction."""
+
+    def __init__(self, max_keys: int, ttl_s: float) -> None:
+        self._max_keys = max_keys
+        self._ttl_s = ttl_s
+        self._kept: OrderedDict[Hashable, tuple[float, object]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get(self, key: Hashable, now: float) -> object | None:
+        """The value set with ``key``, or None if it is not kept at ``now``."""
+        kept = self._kept.get(key)
+        if kept is None or now >= kept[0]:
+            return None
+        return kept[1]
+
+    def set(self, key: Hashable, value: object, now: float) -> None:
+        kept = self._kept
+        while kept:
+            first = next(iter(kept))
+            if now < kept[first][0]:
+                break
+            del kept[first]
+        if key in kept:
+            kept.move_to_end(key)
+        elif len(kept) >= self._max_keys:
+            kept.popitem(last=False)
+        kept[key] = (now + self._ttl_s, value)

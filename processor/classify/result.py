@@ -7,7 +7,8 @@ Results reach us in several shapes, and every dialect reader hands its raw value
   the instrumentation records the envelope, Logfire's ``response``, the T3 seed's body;
 - a bare structured body (``{"_tag": "OrchestratorMcpFailure", ...}``, ``{"items": []}``);
 - a JSON string of either, or a plain text;
-- a content list, ``[{"type": "text", "text": "..."}]``;
+- a content list, ``[{"type": "text", "text": "..."}]``, or one item of it (the OpenAI
+  Agents SDK's tool output, as OpenInference records it);
 - OpenLLMetry's wrapper, ``{"result": <any of the above>, "is_error": false}``.
 
 What bears on the outcome comes out: the envelope's own ``isError``, the first text (for
@@ -69,6 +70,8 @@ def read_result(value: Any, *, is_error: bool | None = None) -> ResultReading:
         return ResultReading(is_error=is_error, **_content(value))
     if not isinstance(value, dict):
         return ResultReading(is_error=is_error)
+    if value.get("type") == "text" and isinstance(value.get("text"), str):
+        return ResultReading(is_error=is_error, **_content([value]))  # one content item
     if ENVELOPE_KEYS & value.keys():
         flag = as_bool(value.get("isError"))
         found = _content(value.get("content"))

@@ -54,6 +54,9 @@ class SpanView:
     # How many attributes the span has, read or not: counted here, where its attributes
     # are at hand (the classifier's ``read`` wants it; each access to them costs).
     attribute_count: int = 0
+    # The span's events as they came (protobuf), for the readers of frameworks that keep a
+    # call's arguments and result in events (Strands); read only by those, on demand.
+    events: Any = ()
 
     @property
     def is_error(self) -> bool:
@@ -117,7 +120,18 @@ def view(
         resource,
         scope,
         len(attributes),
+        events,
     )
+
+
+def event_attribute(events: Any, event_name: str, key: str) -> AttributeValue:
+    """``key`` of the first event named ``event_name`` that has it, or None."""
+    for event in events[:MAX_EVENTS]:
+        if event.name == event_name:
+            value = read_attributes(event.attributes).get(key)
+            if value is not None:
+                return value
+    return None
 
 
 def _exceptions(events: Any) -> tuple[tuple[str, str], ...]:

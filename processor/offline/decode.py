@@ -67,7 +67,7 @@ class Decoded:
         self.kept.append(item)
 
 
-Gate = Callable[[str], bool]
+Gate = Callable[[str, str], bool]  # (span name, scope name)
 
 
 def decode(record: Record, window: Window, gate: Gate = may_be_mcp) -> Decoded:
@@ -90,7 +90,7 @@ def _from_protobuf(data: bytes, window: Window, gate: Gate) -> Decoded:
                 out.spans += 1
                 end = span.end_time_unix_nano
                 out.latest_end_ns = max(out.latest_end_ns, end)
-                if not gate(span.name):
+                if not gate(span.name, scope_spans.scope.name):
                     continue
                 if not window.holds(span.start_time_unix_nano):
                     out.outside += 1
@@ -124,6 +124,9 @@ def _from_json(data: bytes, window: Window, gate: Gate) -> Decoded:
         for s, scope_spans in enumerate(_list(resource_spans, "scopeSpans", "scope_spans")):
             _object(scope_spans, f"{where}.scopeSpans[{s}]")
             origin: Origin | None = None
+            scope = scope_spans.get("scope")
+            scope_name = scope.get("name") if isinstance(scope, dict) else None
+            scope_name = scope_name if isinstance(scope_name, str) else ""
             for n, span in enumerate(_list(scope_spans, "spans")):
                 at = f"{where}.scopeSpans[{s}].spans[{n}]"
                 _object(span, at)
@@ -133,7 +136,7 @@ def _from_json(data: bytes, window: Window, gate: Gate) -> Decoded:
                 name = span.get("name", "")
                 if not isinstance(name, str):
                     raise InvalidRequest(f"{at}.name: must be a string")
-                if not gate(name):
+                if not gate(name, scope_name):
                     continue
                 if not window.holds(_nanos(span, "startTimeUnixNano", "start_time_unix_nano", at)):
                     out.outside += 1

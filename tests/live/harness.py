@@ -26,9 +26,31 @@ from typing import Any
 LIVE_DIR = Path(__file__).resolve().parent
 REPO = LIVE_DIR.parents[1]
 STACKS: tuple[str, ...] = ("mcp2", "fastmcp3", "traceloop", "logfire")
+# Agent frameworks, each driven by its own scripted test model (client_<framework>.py, the
+# scenario in frameworks_common.py) against server_frameworks.py over stdio.
+FRAMEWORKS: tuple[str, ...] = (
+    "pydantic_ai",
+    "openai_agents",
+    "strands",
+    "langgraph",
+    "vercel_ai6",
+    "vercel_ai7",
+)
 _STAMP = ".live-stamp"
 # Variables that would leak the caller's telemetry or interpreter set-up into the stacks.
-_DROPPED_ENV_PREFIXES = ("OTEL_", "LOGFIRE_", "TRACELOOP_", "FASTMCP_", "PYTHON", "VIRTUAL_ENV")
+_DROPPED_ENV_PREFIXES = (
+    "OTEL_",
+    "LOGFIRE_",
+    "TRACELOOP_",
+    "FASTMCP_",
+    "OPENINFERENCE_",
+    "OPENAI_",
+    "STRANDS_",
+    "LANGCHAIN_",
+    "LANGSMITH_",
+    "PYTHON",
+    "VIRTUAL_ENV",
+)
 
 
 def venv_dir(stack: str) -> Path:
@@ -36,8 +58,9 @@ def venv_dir(stack: str) -> Path:
 
 
 def requirements(stack: str) -> Path:
-    if stack not in STACKS:
-        raise ValueError(f"unknown stack {stack!r}; known: {', '.join(STACKS)}")
+    if stack not in STACKS + FRAMEWORKS:
+        known = ", ".join(STACKS + FRAMEWORKS)
+        raise ValueError(f"unknown stack {stack!r}; known: {known}")
     return LIVE_DIR / f"requirements-{stack}.txt"
 
 
@@ -105,13 +128,29 @@ def run_capture(
     The result holds ``trace_id`` (hex, of the turn span), ``turn_id``, ``tools_listed``
     and ``calls``: per call ``call``, ``arguments``, ``isError``, ``text``, ``raised``.
     """
+    extra = ["--turn-id", turn_id] if turn_id is not None else []
+    return _run_client(stack, client or stack, endpoint, extra, timeout_s)
+
+
+def run_framework(
+    framework: str, endpoint: str, *, simple: bool = False, timeout_s: float = 180
+) -> dict[str, Any]:
+    """Run ``client_<framework>.py`` in its venv against ``endpoint``; its result.json.
+
+    The result holds ``trace_ids`` (hex, of each agent run), ``calls`` (what the framework
+    handed the model for each tool call), ``final`` and ``versions``.
+    """
+    return _run_client(framework, framework, endpoint, ["--simple"] if simple else [], timeout_s)
+
+
+def _run_client(
+    stack: str, client: str, endpoint: str, extra: list[str], timeout_s: float
+) -> dict[str, Any]:
     python = ensure_venv(stack)
     with tempfile.TemporaryDirectory(prefix=f"live-{stack}-") as tmp:
         out = Path(tmp) / "result.json"
-        command = [str(python), str(LIVE_DIR / f"client_{client or stack}.py")]
-        command += ["--endpoint", endpoint, "--out", str(out)]
-        if turn_id is not None:
-            command += ["--turn-id", turn_id]
+        command = [str(python), str(LIVE_DIR / f"client_{client}.py")]
+        command += ["--endpoint", endpoint, "--out", str(out), *extra]
         proc = subprocess.Popen(
             command,
             cwd=tmp,
