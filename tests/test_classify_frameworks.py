@@ -45,7 +45,16 @@ CAPTURES = {
     "openai_agents": Dialect.OPENINFERENCE,
     "openai_agents-simple": Dialect.OPENINFERENCE,
     "openai_agents-genai": Dialect.OPENINFERENCE,  # OPENINFERENCE_ENABLE_GENAI_SEMCONV=true
+    # ai.toolCall, no MCP layer; a failure only as isError inside ai.toolCall.result
+    "vercel_ai6": Dialect.VERCEL_AI,
+    "vercel_ai6-simple": Dialect.VERCEL_AI,
+    # the GenAI conventions' execute_tool (scope "gen_ai"), the result whole, with _meta
+    "vercel_ai7": Dialect.GENAI,
+    "vercel_ai7-simple": Dialect.GENAI,
+    "vercel_ai7-legacy": Dialect.VERCEL_AI,  # LegacyOpenTelemetry: the AI SDK 6's spans
 }
+# The server a capture's spans name; the others name none (and none is guessed).
+SERVERS = {"vercel_ai7": "billing", "vercel_ai7-simple": "billing"}
 
 
 def load(name: str) -> ExportTraceServiceRequest:
@@ -86,6 +95,7 @@ def test_each_call_reads_once_as_its_client_saw_it(capture: str) -> None:
     assert [c.tool for c in calls] == [tool for tool, _ in PLAN]
     assert [(c.outcome, c.failure_class) for c in calls] == expected_outcomes()
     assert {c.dialect for c in calls} == {CAPTURES[capture]}
+    assert {c.server for c in calls} == {SERVERS.get(capture)}
     assert len({c.trace_id for c in calls}) == 1  # the agent run is the turn
     # Equal arguments, equal fingerprints; different arguments, different ones.
     prints = [c.fingerprint for c in calls]
@@ -142,7 +152,7 @@ def test_no_capture_keeps_a_path_of_the_machine_that_recorded_it() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    capture=st.sampled_from(["strands", "langgraph", "pydantic_ai", "openai_agents"]),
+    capture=st.sampled_from(["strands", "langgraph", "pydantic_ai", "openai_agents", "vercel_ai7"]),
     seed=st.integers(0, 2**32 - 1),
     parts=st.integers(1, 12),
 )

@@ -50,6 +50,7 @@ RESULT_KEY = "gen_ai.tool.call.result"
 CONVERSATION_KEY = "gen_ai.conversation.id"
 TOOL_STATUS_KEY = "gen_ai.tool.status"  # Strands' own, beside the conventions' keys
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"  # in a result's _meta
 
 OPENINFERENCE_KIND_KEY = "openinference.span.kind"
 OPENINFERENCE_TOOL = "TOOL"
@@ -106,12 +107,13 @@ def genai(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
         side=Side.UNSPECIFIED,
         span=span,
         tool=tool,
-        server=text("mcp.server.name"),
+        server=text("mcp.server.name") or _server_of(raw_result),
         arguments=arguments,
         has_arguments=raw_arguments is not None and arguments is not None,
         signals=_signals(span, result, patterns, wrapped_text=True),
         request_id=None,
-        session_id=text(CONVERSATION_KEY) or text("mcp.session.id"),
+        # Strands writes a conversation as OpenInference does, from trace_attributes.
+        session_id=text(CONVERSATION_KEY) or text(OPENINFERENCE_SESSION_KEY),
     )
 
 
@@ -176,6 +178,19 @@ def _from_events(
             part = _first_part(event_attribute(events, DETAILS_EVENT, "gen_ai.output.messages"))
             result = part.get("response") if part else None
     return arguments, result
+
+
+def _server_of(result: AttributeValue) -> str | None:
+    """The server that answered, where the result carries the MCP server's own
+    ``_meta["io.modelcontextprotocol/serverInfo"]`` (the AI SDK 7 records the result whole).
+    The text is decoded again here, only for a result that names the key."""
+    if not (isinstance(result, str) and SERVER_INFO_KEY in result):
+        return None
+    decoded = loads(result)
+    meta = decoded.get("_meta") if isinstance(decoded, dict) else None
+    info = meta.get(SERVER_INFO_KEY) if isinstance(meta, dict) else None
+    name = info.get("name") if isinstance(info, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 def _first_part(messages: AttributeValue) -> dict[str, Any] | None:

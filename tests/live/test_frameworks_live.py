@@ -22,15 +22,18 @@ from tests.support import CaptureCollector, ServiceThread, make_config, wait_unt
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(900), pytest.mark.usefixtures("live_venvs")]
 
-# The frameworks whose capture clients run here (the Vercel AI SDK's are TypeScript).
-PYTHON_FRAMEWORKS = ("pydantic_ai", "openai_agents", "strands", "langgraph")
+# The Vercel AI SDK's clients are Node programs, run by client_vercel_ai*.py.
+FRAMEWORKS = ("pydantic_ai", "openai_agents", "strands", "langgraph", "vercel_ai6", "vercel_ai7")
 # The name of the framework's own span of a call: the one that tells it whole.
 OUTER_SPAN = {
     "pydantic_ai": "execute_tool {}",
     "openai_agents": "{}",  # OpenInference names its TOOL span after the tool
     "strands": "execute_tool {}",
     "langgraph": "{}",
+    "vercel_ai6": "ai.toolCall",
+    "vercel_ai7": "execute_tool {}",
 }
+SERVER = {"vercel_ai7": "billing"}  # from the result's _meta; the others record none
 TOOL_CALLS = "mcp_breaker_tool_calls_total"
 DEAD_CALLS = "mcp_breaker_dead_calls_total"
 HIDDEN = "mcp_breaker_hidden_failures_total"
@@ -59,11 +62,12 @@ def annotated(next_hop: CaptureCollector, trace_id: str) -> list[dict[str, Any]]
     return found
 
 
-@pytest.mark.parametrize("stack", PYTHON_FRAMEWORKS)
+@pytest.mark.parametrize("stack", FRAMEWORKS)
 def test_the_framework_run_reads_as_its_model_saw_it(
     stack: str, running: tuple[ServiceThread, CaptureCollector]
 ) -> None:
     service, next_hop = running
+    server = SERVER.get(stack, "")
     result = harness.run_framework(stack, service.grpc_endpoint)
     (trace_id,) = result["trace_ids"]
     assert len(result["calls"]) == len(PLAN)  # the framework made every call of the plan
@@ -76,7 +80,7 @@ def test_the_framework_run_reads_as_its_model_saw_it(
         return Counter(
             {
                 (tool, o, f): int(
-                    service.metric(TOOL_CALLS, server="", tool=tool, outcome=o, failure_class=f)
+                    service.metric(TOOL_CALLS, server=server, tool=tool, outcome=o, failure_class=f)
                 )
                 for tool, o, f in expected
             }
@@ -84,9 +88,9 @@ def test_the_framework_run_reads_as_its_model_saw_it(
 
     # Each call once, however many layers its spans have: no more, and no other series.
     wait_until(lambda: counted() == expected, timeout_s=30, what=f"the calls {expected}")
-    assert service.metric(HIDDEN, server="", tool=HIDDEN_TOOL) == 2
+    assert service.metric(HIDDEN, server=server, tool=HIDDEN_TOOL) == 2
     dead = sum(
-        service.metric(DEAD_CALLS, server="", tool=tool, rule=rule, mode="enforced")
+        service.metric(DEAD_CALLS, server=server, tool=tool, rule=rule, mode="enforced")
         for tool in (DEAD_TOOL, HIDDEN_TOOL)
         for rule in ("turn_tool", "turn_call")
     )
