@@ -68,7 +68,12 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0  # SIGTERM, then SIGKILL
 DRAIN_TIMEOUT_S = 30.0
 LOADGEN_SLACK_S = 60.0  # start-up, payload building and the last calls, over its duration
-PAYLOAD_LABELS = {"plain": "no MCP", "mixed": "15% MCP", "harness": "agent traffic"}
+PAYLOAD_LABELS = {
+    "plain": "no MCP",
+    "mixed": "15% MCP",
+    "harness": "agent traffic",
+    "frameworks": "agent frameworks' runs",
+}
 HOPS = ("null-receiver", "null-forwarder", "naive-hop", "rotel", "serve", "serve-2w")
 HOP_LABELS = {
     "null-receiver": "null receiver (no hop)",

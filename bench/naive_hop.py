@@ -21,7 +21,7 @@ def mark_mcp_spans(payload: bytes) -> bytes:
     for resource in request.resource_spans:
         for scope in resource.scope_spans:
             for span in scope.spans:
-                if may_be_mcp(span.name):
+                if may_be_mcp(span.name, scope.scope.name):
                     mark = span.attributes.add()
                     mark.key = NAIVE_ATTRIBUTE
                     mark.value.bool_value = True

@@ -38,7 +38,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 # A sibling module: bench/ is on sys.path when these files are run as scripts.
-from payload import NAIVE_ATTRIBUTE, may_be_mcp, span_role
+from payload import NAIVE_ATTRIBUTE, is_tool_kind, may_be_mcp, span_role
 
 SERVICE_NAME = "opentelemetry.proto.collector.trace.v1.TraceService"
 CONTROL_SERVICE = "bench.NullReceiver"
@@ -88,9 +88,9 @@ def inspect(payload: bytes) -> Counter[str]:
         for scope in resource.scope_spans:
             for span in scope.spans:
                 keys = {kv.key for kv in span.attributes}
-                role = span_role(span.name)
+                role = span_role(span.name, span.kind, is_tool_kind(span))
                 found["spans"] += 1
-                found["named_mcp"] += may_be_mcp(span.name)
+                found["named_mcp"] += may_be_mcp(span.name, scope.scope.name)
                 found["naive_marked"] += NAIVE_ATTRIBUTE in keys
                 annotated = any(key.startswith(BREAKER_PREFIXES) for key in keys)
                 if role is None:

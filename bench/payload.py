@@ -1,6 +1,6 @@
 """OTLP trace exports for the hop benchmark, and a cheap way to send them fresh.
 
-Every request holds 512 spans. Three variants (``VARIANTS``), built once as templates:
+Every request holds 512 spans. Four variants (``VARIANTS``), built once as templates:
 
     plain    one service's traffic (HTTP server and client spans, database and cache
              calls, internal work, 10-14 attributes each), no MCP span, and none of the
@@ -14,6 +14,10 @@ Every request holds 512 spans. Three variants (``VARIANTS``), built once as temp
              HTTP client spans under them, gen_ai execute_tool spans over mcp SDK calls to
              an in-process MCP server (both halves), a call and a listing in the client
              library's own convention (mcp.tool.call, mcp.tools.list), SDK listings
+    frameworks   the agent runs recorded from the real frameworks (tests/fixtures/frameworks:
+             pydantic-ai, the OpenAI Agents SDK, Strands, LangGraph, the Vercel AI SDK 6
+             and 7; each 6 tool calls), whole runs as many as fit, their ids and times
+             new, the rest of the spans ordinary traffic
 
 In each, every MCP call is decided in its own request: both halves are there, or the half
 that is there decides alone (a server half; a harness span), as in the captures of
@@ -42,6 +46,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,14 +55,14 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, Span, Status
 
 LEGACY_VARIANTS = ("plain", "mixed")  # build_requests
-VARIANTS = ("plain", "mixed", "harness")  # build_templates, Fresh
+VARIANTS = ("plain", "mixed", "harness", "frameworks")  # build_templates, Fresh
 SPANS_PER_REQUEST = 512
 SPANS_PER_TRACE = 8
 MCP_SHARE = 0.15
 SEED = 20240611
 # The byte strings the service's stage looks for (processor.stage.MCP_MARKERS), copied here
 # so that the benchmark checks its own promise rather than trusting the code under test.
-MARKERS = (b"mcp", b"MCP", b"tools/")
+MARKERS = (b"mcp", b"MCP", b"tool")
 
 SCOPES = (
     ("opentelemetry.instrumentation.aiohttp_server", "0.48b0"),
@@ -319,7 +324,7 @@ SDK_SCOPE = ("mcp-python-sdk", "")  # the official mcp SDK's own spans, as captu
 # mixed: MCP units among the 64 traces of 8 spans (77 MCP spans: 15.0%)
 MIXED_CALL_PAIRS, MIXED_LONE_CALLS, MIXED_LISTING_PAIRS = 24, 9, 10
 TOOL_SERVER_RESOURCE = {
-    "service.name": "catalog-tools",
+    "service.name": "catalog-api",
     "service.version": "0.9.3",
     "deployment.environment.name": "production",
     "host.name": "ip-10-0-14-7.ec2.internal",
@@ -377,26 +382,43 @@ class Counts:
 # them: the span-name test mcp-breaker makes first (processor.classify.dialects.may_be_mcp),
 # copied so that the benchmark does not import the code under test.
 NAIVE_ATTRIBUTE = "bench.naive_hop.seen"
-_MCP_NAME_PREFIXES = ("mcp.tool", "tools/", "MCP ")
+_MCP_NAME_PREFIXES = ("mcp.tool", "tools/", "MCP ", "execute_tool ", "running tool", "ai.toolCall")
 _MCP_NAME_SUFFIXES = (".tool", ".mcp")
 
 
-def may_be_mcp(name: str) -> bool:
-    return name.startswith(_MCP_NAME_PREFIXES) or name.endswith(_MCP_NAME_SUFFIXES)
+def may_be_mcp(name: str, scope: str = "") -> bool:
+    return (
+        name.startswith(_MCP_NAME_PREFIXES)
+        or name.endswith(_MCP_NAME_SUFFIXES)
+        or scope.startswith("openinference")  # its tool spans are named after their tool
+    )
 
 
-def span_role(name: str) -> str | None:
+def span_role(name: str, kind: int = Span.SPAN_KIND_SERVER, tool_kind: bool = False) -> str | None:
     """What a span of these payloads is to mcp-breaker: ``call`` (every span of a tool call
     is annotated with ``mcp.breaker.*``), ``listing`` (a client-side listing, annotated with
     ``mcp.roster.*``), ``server-listing`` (a server's listing span: read, not annotated), or
-    None (not MCP)."""
-    if name == "mcp.tool.call" or name.startswith(("MCP send tools/call", "tools/call")):
+    None (not MCP). ``tool_kind``: the span says ``openinference.span.kind = TOOL`` (it is
+    named after its tool); ``kind``: a ``tools/list`` span is fastmcp's client's or a
+    server's."""
+    if (
+        tool_kind
+        or name in ("mcp.tool.call", "ai.toolCall")
+        or name.startswith(("MCP send tools/call", "tools/call", "execute_tool "))
+    ):
         return "call"
     if name in ("mcp.tools.list", "MCP send tools/list"):
         return "listing"
     if name == "tools/list":
-        return "server-listing"
+        return "listing" if kind == Span.SPAN_KIND_CLIENT else "server-listing"
     return None
+
+
+def is_tool_kind(span: Span) -> bool:
+    return any(
+        kv.key == "openinference.span.kind" and kv.value.string_value == "TOOL"
+        for kv in span.attributes
+    )
 
 
 def _tid(rng: Rng) -> bytes:
@@ -752,7 +774,7 @@ def _harness(rng: Rng, base_ns: int) -> tuple[bytes, Counts]:
                     rng.randrange(20_000_000, 150_000_000),
                 )
             )
-        counts["mcp"] += 1 + 2 + 2 * len(HARNESS_SDK_TOOLS) + 1
+        counts["mcp"] += 1 + 2 + 3 * len(HARNESS_SDK_TOOLS) + 1  # execute_tool: a layer
         counts["calls"] += len(HARNESS_SDK_TOOLS) + 1
         counts["listings"] += 2
     data = _request([(HARNESS_RESOURCE, list(zip(HARNESS_SCOPES, scopes, strict=True)))])
@@ -854,6 +876,100 @@ class Template:
         return key is not None and self.data[key[0] : key[1]].decode() in NONCE_KEYS
 
 
+# The frameworks payload: the agent runs recorded from the real frameworks (one run each:
+# 6 tool calls, 5 of them failures, tests/live/frameworks_common.py), as many whole runs
+# as fit, the rest of the 512 spans ordinary traffic. Listings per run, as the captures
+# record them (tests/test_classify_frameworks.py checks the same figures).
+CAPTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "frameworks"
+FRAMEWORK_RUNS = (
+    "pydantic_ai",
+    "openai_agents",
+    "strands",
+    "langgraph",
+    "vercel_ai6",
+    "vercel_ai7",
+)
+CALLS_PER_RUN = 6
+LISTINGS_PER_RUN = {"pydantic_ai": 1, "openai_agents": 7, "strands": 1}
+
+
+@functools.cache
+def _capture(name: str) -> ExportTraceServiceRequest:
+    return ExportTraceServiceRequest.FromString((CAPTURES / f"{name}.otlp.bin").read_bytes())
+
+
+def _read_spans(request: ExportTraceServiceRequest) -> int:
+    """The spans of a run that mcp-breaker's span test lets through (``may_be_mcp``)."""
+    return sum(
+        may_be_mcp(span.name, scope.scope.name)
+        for resource in request.resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+    )
+
+
+def _frameworks(rng: Rng, base_ns: int) -> tuple[bytes, Counts]:
+    request = ExportTraceServiceRequest()
+    runs = list(FRAMEWORK_RUNS)
+    rng.shuffle(runs)
+    spans = mcp = calls = listings = 0
+    at = base_ns
+    for index in range(SPANS_PER_REQUEST):
+        name = runs[index % len(runs)]
+        run = _capture(name)
+        count = sum(len(s.spans) for r in run.resource_spans for s in r.scope_spans)
+        if spans + count > SPANS_PER_REQUEST - SPANS_PER_TRACE:
+            break
+        at = _add_run(request, run, rng, at) + 1_000_000
+        spans, mcp = spans + count, mcp + _read_spans(run)
+        calls, listings = calls + CALLS_PER_RUN, listings + LISTINGS_PER_RUN.get(name, 0)
+    filler: list[list[Span]] = [[] for _ in SCOPES]
+    while spans < SPANS_PER_REQUEST:
+        trace_id, start = _tid(rng), at
+        root = _ordinary(rng, ORDINARY[0][0], trace_id, _sid(rng), start)
+        filler[ORDINARY[0][1]].append(root)
+        for child in range(min(SPANS_PER_TRACE, SPANS_PER_REQUEST - spans) - 1):
+            make, scope = rng.choice(ORDINARY)
+            offset = (child + 1) * 100_000
+            filler[scope].append(_ordinary(rng, make, trace_id, root.span_id, start + offset))
+        spans += min(SPANS_PER_TRACE, SPANS_PER_REQUEST - spans)
+        at += 7_000_000
+    extra = ExportTraceServiceRequest.FromString(
+        _request([(RESOURCE, list(zip(SCOPES, filler, strict=True)))])
+    )
+    request.resource_spans.extend(extra.resource_spans)
+    return request.SerializeToString(), Counts(spans, mcp, calls, listings)
+
+
+def _add_run(
+    request: ExportTraceServiceRequest, run: ExportTraceServiceRequest, rng: Rng, at: int
+) -> int:
+    """A copy of ``run`` in ``request``: new trace and span ids (a parent keeps naming its
+    child's parent), its times moved to begin at ``at``; the time its last span ends."""
+    ids: dict[bytes, bytes] = {}
+
+    def new(old: bytes, make: Callable[[Rng], bytes]) -> bytes:
+        if old not in ids:
+            ids[old] = make(rng)
+        return ids[old]
+
+    every = [s for r in run.resource_spans for sc in r.scope_spans for s in sc.spans]
+    shift = at - min(s.start_time_unix_nano for s in every)
+    for resource_spans in run.resource_spans:
+        copy = request.resource_spans.add()
+        copy.CopyFrom(resource_spans)
+        for scope_spans in copy.scope_spans:
+            for span in scope_spans.spans:
+                span.trace_id = new(span.trace_id, _tid)
+                span.span_id = new(span.span_id, _sid)
+                if span.parent_span_id:
+                    span.parent_span_id = new(span.parent_span_id, _sid)
+                span.start_time_unix_nano += shift
+                span.end_time_unix_nano += shift
+                del span.links[:]  # a link names a span of another trace, not rewritten
+    return max(s.end_time_unix_nano for s in every) + shift
+
+
 def build_templates(
     variant: str, count: int = TEMPLATES_PER_VARIANT, seed: int = SEED
 ) -> list[Template]:
@@ -866,6 +982,8 @@ def build_templates(
         base_ns = TEMPLATE_BASE_NS + index * 100 * 10**9
         if variant == "harness":
             data, counts = _harness(rng, base_ns)
+        elif variant == "frameworks":
+            data, counts = _frameworks(rng, base_ns)
         else:
             data, counts = _plain_or_mixed(variant, rng, base_ns)
         templates.append(Template(variant, data, counts))
@@ -917,7 +1035,8 @@ def _describe() -> None:
         other = [s for r in again.resource_spans for sc in r.scope_spans for s in sc.spans]
         roles: dict[str | None, int] = {}
         for span in spans:
-            roles[span_role(span.name)] = roles.get(span_role(span.name), 0) + 1
+            role = span_role(span.name, span.kind, is_tool_kind(span))
+            roles[role] = roles.get(role, 0) + 1
         sizes = ", ".join(f"{len(t.data) / 1024:.0f}" for t in templates)
         shared = {s.span_id for s in spans} & {s.span_id for s in other}
         print(

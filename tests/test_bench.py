@@ -59,7 +59,7 @@ def test_the_hop_benchmark_runs_every_hop_and_checks_its_own_work(tmp_path: Path
     assert "checks: ok" in result.stdout
     report = json.loads(report_path.read_text())
     assert report["problems"] == []
-    assert set(report["summary"]) == {"plain", "mixed", "harness"}
+    assert set(report["summary"]) == {"plain", "mixed", "harness", "frameworks"}
     hops = {"null-receiver", "null-forwarder", "naive-hop", "rotel", "serve", "serve-2w"}
     hops -= set(report["skipped_hops"])  # rotel, where it is not installed
     assert "rotel" in hops or "not installed" in report["skipped_hops"]["rotel"]
@@ -70,7 +70,7 @@ def test_the_hop_benchmark_runs_every_hop_and_checks_its_own_work(tmp_path: Path
             assert row["spans_per_s"] > 0 and row["cpu_s_per_m_spans"] > 0
     for name in ("serve", "serve-2w"):  # one process, and two workers sharing one breaker
         serve = {r["payload"]: r for r in report["runs"] if r["hop"] == name}
-        for payload in ("mixed", "harness"):
+        for payload in ("mixed", "harness", "frameworks"):
             counters, sample = serve[payload]["serve"], serve[payload]["received"]["sample"]
             assert counters["duplicate_spans"] == counters["forwarded_pending"] == 0
             assert counters["tool_calls"] == serve[payload]["ok_calls"] > 0

@@ -560,9 +560,9 @@ MCP_SDK_TABLE = [
     ),
     pytest.param(
         [sdk_server({"error.type": "tool_error"}, status=ERROR), sdk_client()],
-        sdk(FAILED, FailureClass.TOOL_ERROR, Dialect.SEMCONV),
-        (2,),
-        id="a server span seen first decides the call, and its client span adds none",
+        sdk(FAILED, FailureClass.TOOL_ERROR),
+        (1, 2),
+        id="a server span before its client span in one request: the same one call",
     ),
     pytest.param(
         [

@@ -53,6 +53,11 @@ CAPTURES = {
     "vercel_ai7-simple": Dialect.GENAI,
     "vercel_ai7-legacy": Dialect.VERCEL_AI,  # LegacyOpenTelemetry: the AI SDK 6's spans
 }
+# The times a run listed its tools, where its spans record it: pydantic-ai lists once
+# (fastmcp's tools/list over the SDK's MCP send tools/list: one listing), the OpenAI Agents
+# SDK before every model round; LangGraph's adapters and the AI SDK record no listing.
+# With its own provider, pydantic-ai's toolset spans go to the global one: none is sent.
+LISTINGS = {"pydantic_ai": 1, "pydantic_ai-own-provider": 0, "openai_agents": 7, "strands": 1}
 # The server a capture's spans name; the others name none (and none is guessed).
 SERVERS = {"vercel_ai7": "billing", "vercel_ai7-simple": "billing"}
 
@@ -141,6 +146,8 @@ def test_analyze_reads_the_same(capture: str) -> None:
     assert calls["dialects"] == {CAPTURES[capture].value: len(PLAN)}
     tools = {row["tool"]: row["calls"] for row in calls["tools"]}
     assert tools == {"get_weather": 1, DEAD_TOOL: 3, HIDDEN_TOOL: 2}
+    listings = LISTINGS.get(capture, LISTINGS.get(capture.split("-")[0], 0))
+    assert report["roster"]["listings"] == listings
 
 
 def test_no_capture_keeps_a_path_of_the_machine_that_recorded_it() -> None:

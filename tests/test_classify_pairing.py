@@ -670,3 +670,48 @@ def test_sdk_spans_nested_under_a_harness_span_are_the_same_call(order: tuple[st
     assert call.dialect.value == "harness" and call.span_ids[0] == span_id(10)
     assert set(call.span_ids) <= {span_id(10), span_id(1)}
     assert (call.outcome, call.failure_class) == (Outcome.FAILED, FailureClass.TRANSPORT)
+
+
+def framework_span(span: int = 3, *, tool: str = TOOL, result: str | None = None) -> Span:
+    """An agent framework's execute_tool span (GenAI conventions), with the result body."""
+    attributes: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
+    if result is not None:
+        attributes["gen_ai.tool.call.result"] = result
+    return make_span(f"execute_tool {tool}", attributes, span=span)
+
+
+HIDDEN_BODY = '{"content": [{"type": "text", "text": "{\\"ok\\": false}"}], "isError": false}'
+
+
+@pytest.mark.parametrize(
+    "order", [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)], ids=str
+)
+def test_a_framework_span_over_both_halves_in_one_request_is_one_call(
+    order: tuple[int, int, int],
+) -> None:
+    """framework > SDK client > server, in any order within one request: one call of the
+    three spans, decided at once, and the framework's result body says it failed hidden."""
+    spans = [
+        framework_span(result=HIDDEN_BODY),
+        client_half(1, attributes={}),
+        server_half(2, failed=False),
+    ]
+    spans[1].parent_span_id = spans[0].span_id
+    fake = FakeClock()
+    call = only_call(fake.classify([spans[i] for i in order]))  # one request
+    assert set(call.span_ids) == {span_id(1), span_id(2), span_id(3)}
+    assert (call.outcome, call.failure_class) == (Outcome.FAILED, FailureClass.HIDDEN)
+    assert fake.classifier.pending_calls == 0
+
+
+def test_a_server_half_decided_before_its_framework_call_arrives_counts_it_once() -> None:
+    """The server half came alone and named its server (so it went out at once); the
+    framework's span with the SDK client span under it, later, is the same call."""
+    fake = FakeClock()
+    first = fake.classify(server_half(2, attributes={"mcp.server.name": "docs"}))
+    client = client_half(1)
+    framework = framework_span()
+    client.parent_span_id = framework.span_id
+    fake.now += 0.5
+    second = fake.classify([framework, client])  # one request, as one process exports them
+    assert len(first) == 1 and second == [] and fake.advance(3600.0) == []

@@ -339,7 +339,9 @@ class Classifier:
         that are one call told by each layer (pydantic-ai over fastmcp over the mcp SDK):
         a call span whose parent is a call span of the same tool, on the same side of the
         wire, is a layer of its parent's call, never a call of its own. A call made inside
-        a tool of another name (an agent used as a tool) stays a call of its own.
+        a tool of another name (an agent used as a tool) stays a call of its own. A listing
+        span nested in a listing span (fastmcp's over the SDK's) is one listing likewise,
+        when both come in one request.
         """
         fresh: list[Reading] = []
         for reading in readings:
@@ -355,15 +357,21 @@ class Classifier:
         by_span = {
             (r.tenant, r.span.trace_id, r.span.span_id): r
             for r in fresh
-            if r.kind is Kind.CALL and r.side is not Side.SERVER
+            if r.side is not Side.SERVER
         }
         outer: dict[int, Reading] = {}  # id(layer) -> the reading it is nested in
         for reading in fresh:
-            if reading.kind is not Kind.CALL or reading.side is Side.SERVER:
-                continue
             span = reading.span
             parent = by_span.get((reading.tenant, span.trace_id, span.parent_span_id))
-            if parent is not None and parent is not reading and same_tool(parent, reading):
+            if (
+                parent is not None
+                and parent is not reading
+                and parent.kind is reading.kind  # a listing in a listing is one listing too
+                # A server half nested in its client half (the request carried its
+                # context) is the other half of that call, here in the same request.
+                and (reading.side is not Side.SERVER or parent.side is Side.CLIENT)
+                and same_tool(parent, reading)
+            ):
                 outer[id(reading)] = parent
         if not outer:
             yield from ((reading, ()) for reading in fresh)
@@ -392,7 +400,7 @@ class Classifier:
         if reading.kind is Kind.LISTING:
             # The harness's view of a listing is the client's; a server-side listing span
             # (fastmcp lists tools to resolve every call) would count the same roster twice.
-            return () if side is Side.SERVER else (self._listing(reading),)
+            return () if side is Side.SERVER else (self._listing(reading, layers),)
         verdict = judge(reading.signals)
         for layer in layers:
             self._learn_session(layer)
@@ -422,8 +430,14 @@ class Classifier:
             self.undecided.pop(partner.reading.span.span_id, None)  # decided now, after all
             merged = more_informative(verdict, partner.verdict)
             return (self._call(reading, partner.reading, merged, layers + partner.layers),)
-        if side is Side.UNSPECIFIED:
-            # One span tells the whole call (a harness's, a framework's): decided at once.
+        # Both halves here (a server half nested in a client layer), or one span that
+        # tells the whole call (a harness's, a framework's): decided at once.
+        complete = side is not Side.SERVER and any(m.side is Side.SERVER for m in layers)
+        if side is Side.UNSPECIFIED or complete:
+            if not complete and offered and self._done.any_of(offered[:1], self._now):
+                for member in group:  # its server half, decided alone before, told it
+                    self._note(member, verdict, SpanFate.ELSEWHERE)
+                return ()
             self._mark_done(sought)
             return (self._call(reading, None, verdict, layers),)
         # Absorbed only by its own link when it has one: request ids restart with every
@@ -593,7 +607,7 @@ class Classifier:
             arrived_s=self._now,
         )
 
-    def _listing(self, reading: Reading) -> ToolListing:
+    def _listing(self, reading: Reading, layers: tuple[Reading, ...] = ()) -> ToolListing:
         turn, round_ = self._turn(reading)
         counts, problems = listing_counts(reading.counts)
         if problems:
@@ -605,7 +619,11 @@ class Classifier:
             start_ns=reading.span.start_ns,
             end_ns=reading.span.end_ns,
             trace_id=reading.span.trace_id,
-            span_ids=(reading.span.span_id,),
+            # Its client layers' spans too (a server's listing span is read, not annotated).
+            span_ids=(
+                reading.span.span_id,
+                *(layer.span.span_id for layer in layers if layer.side is not Side.SERVER),
+            ),
             dialect=reading.dialect,
             harness=reading.harness,
             tenant=reading.tenant,

@@ -6,10 +6,13 @@ channel.py      the gRPC channel to the advisory port: plaintext, TLS, mutual TL
 subscriber.py   AdvisoryClient: the Subscribe stream into a mirror; check(), check_remote()
 tracing.py      PromptToolSpanProcessor (tool spans exported at once), record_tool_call()
 mcp_adapter.py  BreakerSession: the mcp SDK 2.x ClientSession, refusing what is out
+pydantic_ai.py  BreakerToolset: Pydantic AI's MCPToolset, through a BreakerSession
+openai_agents.py BreakerMCPServer: the OpenAI Agents SDK's MCP server, likewise
 
 calls, mirror, channel and subscriber need only the service's own dependencies; tracing
-needs ``opentelemetry-sdk`` and mcp_adapter the ``mcp`` SDK too (the ``[mcp]`` extra), so
-they are imported from their modules, not from here.
+needs ``opentelemetry-sdk`` and mcp_adapter the ``mcp`` SDK too (the ``[mcp]`` extra), the
+framework adapters their framework (``[pydantic-ai]``, ``[openai-agents]``), so they are
+imported from their modules, not from here.
 """
 
 from processor.client.channel import TlsConfig
