@@ -123,7 +123,7 @@ export interface WrapOptions {
   turnKey?: TurnKey | null;
 }
 
-export interface BreakerControls {
+export interface TurnControls {
   /** Before each model round: the turn (`mcp.turn.id`) and the round within it, from 1. */
   setTurn(turnId: string, round?: number): void;
   readonly turnId: string;
@@ -133,6 +133,9 @@ export interface BreakerControls {
    * so list them again before the next model request. null while the roster is fine.
    */
   rosterCollapse(): Advisory | null;
+}
+
+export interface BreakerControls extends TurnControls {
   /** The client itself, unwrapped. */
   readonly unwrapped: ToolClient;
 }
@@ -142,13 +145,37 @@ export type BreakerClient<C extends ToolClient> = C & BreakerControls;
 type CallToolArguments = Parameters<Client["callTool"]>;
 type CallToolReturn = Awaited<ReturnType<Client["callTool"]>>;
 
-/** `client`, with `callTool` heeding the advisories; see the module comment. */
-export function wrapClient<C extends ToolClient>(
-  client: C,
-  options: WrapOptions,
-): BreakerClient<C> {
+/** One call for a `ToolCallGuard` to check, make or refuse, and record. */
+export interface GuardedCall<R> {
+  tool: string;
+  arguments: unknown;
+  /** Makes the call (not called when it is refused). */
+  make: () => Promise<R>;
+  /** How the call ended, from what `make` returned; by default `recordCallToolReturn`. */
+  settle?: (record: ToolCallRecord, result: R) => void;
+  /** This call's turn and round, instead of the guard's `setTurn`. */
+  turn?: { turnId: string; round?: number | undefined };
+}
+
+/**
+ * What `wrapClient` does around each call, for any way of making MCP tool calls (the Vercel
+ * AI SDK adapter is one): the decision, the refusal, the span and the notes of failures.
+ */
+export interface ToolCallGuard extends TurnControls {
+  /** Checks the call; refused: `refusalResult` and `make` is not called; else its result. */
+  call<R>(call: GuardedCall<R>): Promise<R | CallToolResult>;
+}
+
+export interface GuardOptions extends WrapOptions {
+  /** How the warning for calls without a turn says to name the turn. */
+  turnHint?: string;
+}
+
+/** The decision and recording of `wrapClient`, on their own; see the module comment. */
+export function toolCallGuard(options: GuardOptions): ToolCallGuard {
   const { advisories, tracer, serverName } = options;
   const log = options.logger ?? consoleLogger;
+  const turnHint = options.turnHint ?? "call setTurn(turnId) before each model round";
   const turnKey = options.turnKey === undefined ? "cause" : options.turnKey;
   const notes = advisories !== null && turnKey !== null ? new FailureNotes({ turnKey }) : null;
   let turnId = "";
@@ -156,17 +183,16 @@ export function wrapClient<C extends ToolClient>(
   let warnedNoTurn = false;
 
   /** The turn of a call made now, as mcp-breaker will read it from its span. */
-  const currentTurn = (): string => {
-    if (turnId) return turnId;
+  const currentTurn = (named: string = turnId): string => {
+    if (named) return named;
     const active = trace.getSpanContext(context.active());
     if (active !== undefined && isSpanContextValid(active)) return active.traceId;
     if (!warnedNoTurn) {
       warnedNoTurn = true;
       log.warn(
-        `no turn for calls to ${serverName || "this client"}: call setTurn(turnId) before ` +
-          "each model round, or make the calls inside an active span for the turn (its trace " +
-          "is the turn); without either, each call is a turn of its own and a repeated call " +
-          "cannot be refused",
+        `no turn for calls to ${serverName || "this client"}: ${turnHint}, or make the calls ` +
+          "inside an active span for the turn (its trace is the turn); without either, each " +
+          "call is a turn of its own and a repeated call cannot be refused",
       );
     }
     return "";
@@ -190,23 +216,31 @@ export function wrapClient<C extends ToolClient>(
     return advisories.checkRemote(call); // half-open: exactly one caller may test it
   };
 
-  const callTool = async (...callArguments: CallToolArguments): Promise<CallToolReturn> => {
-    const [params] = callArguments;
-    const tool = params.name;
+  const call = async <R>(guarded: GuardedCall<R>): Promise<R | CallToolResult> => {
+    const { tool, arguments: arguments_, make } = guarded;
+    const settle = guarded.settle ?? recordCallToolReturn;
+    const callTurnId = guarded.turn !== undefined ? guarded.turn.turnId : turnId;
+    const callRound = guarded.turn !== undefined ? guarded.turn.round : round;
     const server = resolveServer(serverName, tool);
-    const turn = currentTurn();
-    const check = await decide({ turn, server, tool, arguments: params.arguments });
-    const call = { tool, server: serverName || null, turnId, round, arguments: params.arguments };
+    const turn = currentTurn(callTurnId);
+    const check = await decide({ turn, server, tool, arguments: arguments_ });
+    const recorded = {
+      tool,
+      server: serverName || null,
+      turnId: callTurnId,
+      round: callRound,
+      arguments: arguments_,
+    };
     let made: ToolCallRecord | null = null;
     try {
-      return await recordToolCall(tracer, call, async (record) => {
+      return await recordToolCall(tracer, recorded, async (record) => {
         made = record;
         if (check.refused) {
           record.refused(check.advisory);
           log.info(
             `mcp-breaker refused ${server}/${tool}: ${check.advisory?.id ?? "(no advisory)"}`,
           );
-          return refusalResult(tool, check.advisory) as CallToolReturn;
+          return refusalResult(tool, check.advisory);
         }
         if (check.decision === Decision.PROBE) {
           record.noteProbe(check.probePermit);
@@ -214,10 +248,8 @@ export function wrapClient<C extends ToolClient>(
           record.noteShadow(check.advisory);
           log.info(`mcp-breaker would refuse ${server}/${tool} (shadow mode)`);
         }
-        const result = await client.callTool(...callArguments);
-        if (Array.isArray((result as { content?: unknown }).content)) {
-          recordResult(record, result as CallToolResult);
-        } // else the old `toolResult` form: not how the call ended, so nothing is said
+        const result = await make();
+        settle(record, result);
         return result;
       });
     } finally {
@@ -225,19 +257,13 @@ export function wrapClient<C extends ToolClient>(
       // before the next call can be checked.
       const record = made as ToolCallRecord | null;
       if (notes !== null && (record?.outcome === "ok" || record?.outcome === "failed")) {
-        notes.note(
-          turn,
-          server,
-          tool,
-          params.arguments,
-          record.verdict(),
-          record.span.spanContext(),
-        );
+        notes.note(turn, server, tool, arguments_, record.verdict(), record.span.spanContext());
       }
     }
   };
 
-  const controls: BreakerControls = {
+  return {
+    call,
     setTurn(id: string, roundNumber?: number) {
       turnId = id;
       round = roundNumber;
@@ -253,6 +279,38 @@ export function wrapClient<C extends ToolClient>(
       const turn = currentTurn();
       return turn ? advisories.rosterCollapse(turn) : null;
     },
+  };
+}
+
+/** `client`, with `callTool` heeding the advisories; see the module comment. */
+export function wrapClient<C extends ToolClient>(
+  client: C,
+  options: WrapOptions,
+): BreakerClient<C> {
+  const guard = toolCallGuard(options);
+
+  const callTool = async (...callArguments: CallToolArguments): Promise<CallToolReturn> => {
+    const [params] = callArguments;
+    return (await guard.call({
+      tool: params.name,
+      arguments: params.arguments,
+      make: () => client.callTool(...callArguments),
+    })) as CallToolReturn;
+  };
+
+  const controls: BreakerControls = {
+    setTurn(id: string, roundNumber?: number) {
+      guard.setTurn(id, roundNumber);
+    },
+    get turnId() {
+      return guard.turnId;
+    },
+    get round() {
+      return guard.round;
+    },
+    rosterCollapse() {
+      return guard.rosterCollapse();
+    },
     unwrapped: client,
   };
 
@@ -267,6 +325,17 @@ export function wrapClient<C extends ToolClient>(
       return typeof value === "function" ? value.bind(target) : value;
     },
   }) as BreakerClient<C>;
+}
+
+/**
+ * How a call ended, from what the MCP SDK's `callTool` returned: `ok`, or `failed` with its
+ * text when it has `isError`. The old `toolResult` form (no `content`) is not how the call
+ * ended, so nothing is said.
+ */
+export function recordCallToolReturn(record: ToolCallRecord, result: unknown): void {
+  if (Array.isArray((result as { content?: unknown } | null)?.content)) {
+    recordResult(record, result as CallToolResult);
+  }
 }
 
 /** What the model sees instead of the tool's answer: the advisory's message. */
