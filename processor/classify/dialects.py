@@ -294,7 +294,7 @@ def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -
         server=server,
         arguments=arguments,
         has_arguments=raw_arguments is not None and arguments is not None,
-        signals=_signals(
+        signals=span_signals(
             span,
             result,
             rpc_code=as_int(rpc_code),
@@ -326,7 +326,7 @@ def _traceloop_call(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Read
         or span.name.removesuffix(TRACELOOP_TOOL_SUFFIX),
         arguments=given.get("arguments"),
         has_arguments=has_arguments,
-        signals=_signals(
+        signals=span_signals(
             span,
             read_result(output) if output else read_result(None),
             silence_means_ok=bool(output),
@@ -370,7 +370,7 @@ def _logfire(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading | N
         tool=str(params.get("name") or _tool_from_name(span.name, method)),
         arguments=params.get("arguments"),
         has_arguments="arguments" in params,
-        signals=_signals(
+        signals=span_signals(
             span,
             read_result(response) if response else read_result(None),
             silence_means_ok=bool(response),
@@ -381,7 +381,7 @@ def _logfire(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading | N
     )
 
 
-def _signals(
+def span_signals(
     span: SpanView,
     result: ResultReading,
     *,

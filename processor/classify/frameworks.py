@@ -28,11 +28,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from processor.classify.events import Dialect, Side
-from processor.classify.outcome import build_signals
+from processor.classify.outcome import Signals
 from processor.classify.result import ResultReading, read_result
 from processor.classify.spanview import (
-    STATUS_CODE_ERROR,
-    STATUS_CODE_OK,
     AttributeValue,
     SpanView,
     event_attribute,
@@ -224,27 +222,20 @@ def _signals(
     patterns: Sequence[re.Pattern[str]],
     *,
     wrapped_text: bool = False,
-) -> Any:
-    status_code = span.status_code
-    error_type = span.text("error.type")
-    is_error = result.is_error
-    if wrapped_text and is_error is None and result.text and FAILURE_WRAPPERS.match(result.text):
-        is_error = True  # the framework handed the tool's failure to the model as text
-    return build_signals(
-        error_type=error_type,
-        status_error=status_code == STATUS_CODE_ERROR,
-        status_ok=status_code == STATUS_CODE_OK,
-        status_message=span.status_message,
-        exceptions=span.exceptions,
-        # The conventions record failures (error.type, an ERROR status): a span that
-        # records none ran its tool to an answer, which is then read for a hidden failure.
-        silence_means_ok=True,
-        answered=False,
-        hidden_patterns=patterns,
-        is_error=is_error,
-        typed_failure=result.typed_failure,
-        result_text=result.text,
-    )
+) -> Signals:
+    from processor.classify.dialects import span_signals
+
+    if (
+        wrapped_text
+        and result.is_error is None
+        and result.text
+        and FAILURE_WRAPPERS.match(result.text)
+    ):
+        # The framework handed the tool's failure to the model as text.
+        result = ResultReading(True, result.text, result.typed_failure)
+    # The conventions record failures (error.type, an ERROR status): a span that records
+    # none ran its tool to an answer, which is then read for a hidden failure.
+    return span_signals(span, result, silence_means_ok=True, hidden_patterns=patterns)
 
 
 def _dialect(scope: str, default: Dialect) -> Dialect:
