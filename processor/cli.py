@@ -202,8 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(path=args.config, environ=os.environ, overrides=_overrides(args))
     except ConfigError as error:
         _print_warnings(warnings)
-        where = f" in {args.config}" if args.config else ""
-        print(f"mcp-breaker: invalid configuration{where}:", file=sys.stderr)
+        # Not "in FILE": a problem may come from the environment; each names its origin.
+        print("mcp-breaker: invalid configuration:", file=sys.stderr)
         for problem in error.problems:
             print(f"  - {problem}", file=sys.stderr)
         return 1

@@ -508,6 +508,13 @@ class Service:
                 "no next hop configured (forward.endpoint is empty): spans are analysed "
                 "and then released, not forwarded"
             )
+        # Last, once every port listens: the line a person (or a script) waits for.
+        log.info(
+            "ready: spans accepted on %s; breaker state %s; next hop %s",
+            " and ".join(f"port {port}" for port in receiver_ports.values()) or "no port",
+            "in memory" if self.shared is None else "shared on Redis",
+            self.forwarder.target if self.forwarder is not None else "none",
+        )
 
     @staticmethod
     def _log_forgotten(in_force: list[Advisory]) -> None:

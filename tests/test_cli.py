@@ -43,7 +43,7 @@ def test_check_config_lists_every_problem(tmp_path: Path) -> None:
     path.write_text("forward:\n  endpoint: collector\n  queue:\n    consumers: ten\n")
     result = run("check-config", str(path))
     assert result.returncode == 1
-    assert f"invalid configuration in {path}" in result.stderr
+    assert "mcp-breaker: invalid configuration:\n" in result.stderr
     assert "forward.queue.consumers: expected an integer, got 'ten' (from file bad.yaml)" in (
         result.stderr
     )
@@ -99,8 +99,11 @@ def test_environment_reaches_the_console_script(tmp_path: Path) -> None:
     env = {**os.environ, "MCP_BREAKER_FORWARD_QUEUE_MAX_SPANS": "-1"}
     result = run("print-config", env=env)
     assert result.returncode == 1
-    assert "MCP_BREAKER_FORWARD_QUEUE_MAX_SPANS" not in result.stderr  # range, not type, error
-    assert "forward.queue.max_spans: must be positive, got -1" in result.stderr
+    assert result.stderr.splitlines() == [
+        "mcp-breaker: invalid configuration:",  # not "in FILE": the value is not from one
+        "  - forward.queue.max_spans: must be positive, got -1 "
+        "(from environment variable MCP_BREAKER_FORWARD_QUEUE_MAX_SPANS)",
+    ]
 
 
 def test_secrets_never_reach_the_terminal(capsys: pytest.CaptureFixture[str]) -> None:

@@ -164,9 +164,10 @@ class TestValidation:
             "forward.timeout_s: expected a number, got 'soon' (from file bad.yaml)",
             "forward.queue.consumers: expected an integer, got 'ten' (from --set "
             "forward.queue.consumers)",
-            "receivers.http.endpoint: must be host:port with a port from 0 to 65535, got 'h:99999'",
-            "forward.queue.max_spans: must be positive, got -5",
-            "breaker.failure_ratio: must be in (0, 1], got 1.5",
+            "receivers.http.endpoint: must be host:port with a port from 0 to 65535, got "
+            "'h:99999' (from file bad.yaml)",
+            "forward.queue.max_spans: must be positive, got -5 (from file bad.yaml)",
+            "breaker.failure_ratio: must be in (0, 1], got 1.5 (from file bad.yaml)",
         ]
 
     def test_an_unreadable_value_is_not_range_checked_as_its_default(self) -> None:

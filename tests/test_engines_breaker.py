@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from processor.classify.events import FailureClass, NeutralReason, Outcome, ToolCall
 from processor.config import BreakerConfig, Rule
-from processor.engines.breaker import Breaker, CallDecision
+from processor.engines.breaker import Breaker, CallDecision, turn_block_message
 from processor.engines.circuit import CircuitKey, Scope, State, Transition, Trigger
 from tests.engine_builders import NS_PER_S, at_s, declined, failed, tool_call
 
@@ -549,3 +549,13 @@ def test_the_engines_faster_constructors_keep_what_a_dataclass_promises() -> Non
     assert finding.stale_tools == () and pickle.loads(pickle.dumps(finding)) == finding
     with pytest.raises(TypeError):
         RosterFinding(listing=listing)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("tool_wide", [True, False])
+def test_a_turn_block_message_ends_the_error_with_one_period(tool_wide: bool) -> None:
+    """The T3 seed's message ends with a period of its own: the model reads one, not two."""
+    message = turn_block_message(
+        "t3_queue_list", tool_wide=tool_wide, excerpt="The operation could not be completed."
+    )
+    assert "completed. Do not" in message and ".." not in message
+    assert turn_block_message("x", tool_wide=tool_wide, excerpt="").count("it failed.") == 1

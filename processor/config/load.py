@@ -114,7 +114,15 @@ def load_config(
     # Range checks run on what could be read (an unreadable value keeps its default), so
     # a range problem is reported in the same pass as a type problem elsewhere.
     config = typing.cast(ServiceConfig, _build(ServiceConfig, (), values))
-    problems += [p for p in config.validate() if p.partition(":")[0] not in unreadable]
+    # A range problem says where its value came from, as a type problem does, unless from
+    # the command line the user is looking at.
+    origins = {".".join(k): origin for k, (_, origin) in raw.items()}
+    for problem in config.validate():
+        dotted = problem.partition(":")[0]
+        if dotted in unreadable:
+            continue
+        origin = origins.get(dotted, "--set")
+        problems.append(problem if origin.startswith("--set") else f"{problem} (from {origin})")
     if problems:
         raise ConfigError(problems)
     return config

@@ -488,7 +488,7 @@ def turn_message(call: ToolCall, block: Block) -> str:
 def turn_block_message(tool: str, *, tool_wide: bool, excerpt: str) -> str:
     """What the model is told of a turn block; the client library's local notes say the
     same (``processor/client/mcp_adapter.py``)."""
-    why = excerpt or "it failed"
+    why = excerpt.rstrip(" .") or "it failed"  # one period, even after an error's own
     if tool_wide:
         return (
             f"`{tool}` is unavailable for the rest of this turn: {why}. Do not call it "

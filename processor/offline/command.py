@@ -209,8 +209,7 @@ def _analyses(
     try:
         config = load_config(path=args.config, environ=os.environ, overrides=args.overrides)
     except ConfigError as error:
-        where = f" in {args.config}" if args.config else ""
-        return _fail([f"invalid configuration{where}:", *(f"  - {p}" for p in error.problems)])
+        return _fail(["invalid configuration:", *(f"  - {p}" for p in error.problems)])
     analyses = [make_analysis(config, options)]
     for label in sweeping.combinations(keys):
         overrides = [*args.overrides, *(f"{key}={value}" for key, value in label)]

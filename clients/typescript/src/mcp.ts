@@ -557,7 +557,7 @@ function localAdvisory(
 
 /** The service's message for a turn block (`turn_message` in its breaker), word for word. */
 export function turnBlockMessage(tool: string, toolWide: boolean, excerpt: string): string {
-  const why = excerpt || "it failed";
+  const why = excerpt.replace(/[ .]+$/, "") || "it failed"; // one period, even after an error's own
   return toolWide
     ? `\`${tool}\` is unavailable for the rest of this turn: ${why}. Do not call it again ` +
         "this turn; answer what you can without it."

@@ -34,6 +34,7 @@ import {
   LOCAL_ID_PREFIX,
   resultText,
   type TurnKey,
+  turnBlockMessage,
   wrapClient,
 } from "@mcp-breaker/client/mcp";
 import { MAX_ERROR_CHARS, recordToolCall } from "@mcp-breaker/client/tracing";
@@ -584,6 +585,21 @@ describe("ToolCallRecord.verdict() reads a span as the service does", () => {
       }
     } finally {
       oracle.close();
+    }
+  });
+});
+
+describe("turnBlockMessage", () => {
+  test("ends an error that has its own period with one period, as the service does", () => {
+    for (const toolWide of [true, false]) {
+      const message = turnBlockMessage(
+        "t3_queue_list",
+        toolWide,
+        "The operation could not be completed.",
+      );
+      assert.match(message, /completed\. Do not/);
+      assert.ok(!message.includes(".."), message);
+      assert.ok(turnBlockMessage("x", toolWide, "").includes("it failed. Do not"));
     }
   });
 });
