@@ -382,7 +382,7 @@ class Counts:
 # them: the span-name test mcp-breaker makes first (processor.classify.dialects.may_be_mcp),
 # copied so that the benchmark does not import the code under test.
 NAIVE_ATTRIBUTE = "bench.naive_hop.seen"
-_MCP_NAME_PREFIXES = ("mcp.tool", "tools/", "MCP ", "execute_tool ", "running tool", "ai.toolCall")
+_MCP_NAME_PREFIXES = ("mcp.tool", "tools/", "MCP ", "execute_tool ", "ai.toolCall")
 _MCP_NAME_SUFFIXES = (".tool", ".mcp")
 
 

@@ -214,11 +214,13 @@ def read_sparse(payload: bytes, markers: Sequence[bytes]) -> SparseRequest:
             spans: list[Span] = []
             slots: list[int] = []
             bad: list[int] = []
-            scope = _decode(InstrumentationScope, shallow.scope)
+            scope: InstrumentationScope | None = None  # decoded for the first span read
             for slot, raw in enumerate(encoded):
                 if not may_hold(raw, markers):
                     continue
                 span = _decode(Span, raw)
+                if scope is None:
+                    scope = _decode(InstrumentationScope, shallow.scope)
                 if not valid_ids(span.trace_id, span.span_id):
                     bad.append(slot)
                 elif may_be_mcp(span.name, scope.name):
@@ -226,6 +228,7 @@ def read_sparse(payload: bytes, markers: Sequence[bytes]) -> SparseRequest:
                     slots.append(slot)
             read = None
             if spans:
+                assert scope is not None  # decoded with the first of them
                 if sparse is None:
                     sparse = SparseResource(_decode(Resource, outer_resource.resource))
                     resources.append(sparse)

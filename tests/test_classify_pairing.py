@@ -16,8 +16,9 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from processor.classify.classifier import Classifier
-from processor.classify.events import Event, FailureClass, Outcome
+from processor.classify.classifier import Classifier, SpanFate
+from processor.classify.dialects import MAX_LAYERS
+from processor.classify.events import Event, FailureClass, Outcome, ToolCall
 from processor.config import ClassifyConfig
 from processor.config.model import DEFAULT_PAIR_WAIT_S
 from tests.classify_builders import (
@@ -715,3 +716,28 @@ def test_a_server_half_decided_before_its_framework_call_arrives_counts_it_once(
     fake.now += 0.5
     second = fake.classify([framework, client])  # one request, as one process exports them
     assert len(first) == 1 and second == [] and fake.advance(3600.0) == []
+
+
+def test_a_cycle_of_parent_ids_and_a_chain_past_max_layers_lose_no_span() -> None:
+    """A sender's parent ids may form a cycle, or nest one tool deeper than MAX_LAYERS:
+    every span is still read, as one call's span or as a layer of a call already told."""
+
+    def accounted(fake: FakeClock, spans: list[Span]) -> list[ToolCall]:
+        calls = calls_in(fake.classify(spans))
+        told = {s for c in calls for s in c.span_ids}
+        elsewhere = {
+            s for s, (_, fate) in fake.classifier.undecided.items() if fate is SpanFate.ELSEWHERE
+        }
+        assert told | elsewhere == {span.span_id for span in spans}
+        assert not told & elsewhere
+        return calls
+
+    first, second = framework_span(1), framework_span(2)
+    first.parent_span_id, second.parent_span_id = second.span_id, first.span_id
+    assert len(accounted(FakeClock(), [first, second])) == 1
+
+    chain = [framework_span(n) for n in range(1, MAX_LAYERS + 4)]
+    for inner, outer in zip(chain[1:], chain, strict=False):
+        inner.parent_span_id = outer.span_id
+    (call,) = accounted(FakeClock(), chain)
+    assert len(call.span_ids) == MAX_LAYERS + 1  # the outermost and the layers it follows

@@ -9,7 +9,7 @@ run is one turn: the agent runs inside a span, whose trace is the turn.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -20,7 +20,6 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from fastmcp.client.transports import StdioTransport
 from mcp.types import CallToolResult
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai.mcp import MCPToolset
@@ -138,15 +137,6 @@ FRAMEWORKS = pytest.mark.parametrize(
     "run_agent", [run_pydantic_ai, run_openai_agents], ids=["pydantic_ai", "openai_agents"]
 )
 RunAgent = Callable[[TracerProvider, OutTools, Plan], Outcome]
-
-
-@pytest.fixture
-def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    yield provider, memory
-    provider.shutdown()
 
 
 def tool_spans(memory: InMemorySpanExporter) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -19,7 +18,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from processor.advisories.convert import to_wire
@@ -94,15 +92,6 @@ class ScriptedAdvisories:
 
 def advisory(state: int = pb.STATE_TURN_BLOCKED, message: str = MESSAGE) -> pb.Advisory:
     return pb.Advisory(id="|turn_tool|t1|tools/navigate", state=state, message=message)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    yield provider, memory
-    provider.shutdown()
 
 
 def call_through(

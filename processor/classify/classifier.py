@@ -370,24 +370,22 @@ class Classifier:
                 # A server half nested in its client half (the request carried its
                 # context) is the other half of that call, here in the same request.
                 and (reading.side is not Side.SERVER or parent.side is Side.CLIENT)
-                and same_tool(parent, reading)
+                and _same_names(parent.tool, reading.tool)
             ):
                 outer[id(reading)] = parent
         if not outer:
             yield from ((reading, ()) for reading in fresh)
             return
+        roots: list[Reading] = []
         layers: dict[int, list[Reading]] = {}
         for reading in fresh:
-            root, hops = reading, 0
-            while id(root) in outer and hops < MAX_LAYERS:
-                root, hops = outer[id(root)], hops + 1
-            if root is not reading:
+            root = _outermost(reading, outer)
+            if root is reading:
+                roots.append(reading)
+            else:
                 layers.setdefault(id(root), []).append(reading)
-        for reading in fresh:
-            if id(reading) not in outer or id(reading) in layers:
-                if id(reading) in outer:  # a cycle of parent ids: told once, by this one
-                    continue
-                yield reading, tuple(layers.get(id(reading), ()))
+        for root in roots:
+            yield root, tuple(layers.get(id(root), ()))
 
     def _take(self, reading: Reading, layers: tuple[Reading, ...] = ()) -> tuple[Event, ...]:
         """One call (or listing) of this request: its outermost span and the spans of the
@@ -689,17 +687,24 @@ def _tool(told: Iterable[Reading | None]) -> str:
     return readings[0].tool if readings else ""
 
 
-def same_tool(outer: Reading, inner: Reading) -> bool:
-    """Whether a call span nested in another can be a layer of the same call: the same
-    tool, or one name the other's with a prefix (a toolset's), or a nameless inner span."""
-    return _same_names(outer.tool, inner.tool)
+def _outermost(reading: Reading, outer: Mapping[int, Reading]) -> Reading:
+    """The span ``reading`` is a layer of, following parents; ``reading`` itself when it is
+    nested in none, or when the chain runs past MAX_LAYERS (a cycle of parent ids does):
+    such a span is a call of its own rather than a chain followed without bound."""
+    root, hops = reading, 0
+    while id(root) in outer:
+        if hops == MAX_LAYERS:
+            return reading
+        root, hops = outer[id(root)], hops + 1
+    return root
 
 
 _PREFIX_SEPARATORS = frozenset("_-./:")
 
 
 def _same_names(a: str, b: str) -> bool:
-    """Equal, or either the other with a prefix ending in a separator ("billing_x", "x")."""
+    """Whether two spans can name the tool of one call: equal, either the other with a
+    prefix ending in a separator (a toolset's: "billing_x", "x"), or either nameless."""
     if not a or not b or a == b:
         return True
     longer, shorter = (a, b) if len(a) > len(b) else (b, a)

@@ -48,7 +48,6 @@ RESULT_KEY = "gen_ai.tool.call.result"
 CONVERSATION_KEY = "gen_ai.conversation.id"
 TOOL_STATUS_KEY = "gen_ai.tool.status"  # Strands' own, beside the conventions' keys
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
-SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"  # in a result's _meta
 
 OPENINFERENCE_KIND_KEY = "openinference.span.kind"
 OPENINFERENCE_TOOL = "TOOL"
@@ -61,7 +60,6 @@ _SCOPE_DIALECTS: tuple[tuple[str, Dialect], ...] = (
     ("pydantic-ai", Dialect.PYDANTIC_AI),
     ("pydantic_ai", Dialect.PYDANTIC_AI),
     ("strands", Dialect.STRANDS),
-    ("ai", Dialect.VERCEL_AI),  # the AI SDK's tracer is named "ai"
 )
 
 # What a framework writes into a tool's output when the tool failed and it hands the
@@ -105,7 +103,7 @@ def genai(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
         side=Side.UNSPECIFIED,
         span=span,
         tool=tool,
-        server=text("mcp.server.name") or _server_of(raw_result),
+        server=text("mcp.server.name") or result.server,
         arguments=arguments,
         has_arguments=raw_arguments is not None and arguments is not None,
         signals=_signals(span, result, patterns, wrapped_text=True),
@@ -166,29 +164,15 @@ def _from_events(
     ``gen_ai.client.inference.operation.details`` (a failed call's result is only there)."""
     if arguments is None:
         arguments = event_attribute(events, "gen_ai.tool.message", "content")
+    if arguments is None:
+        part = _first_part(event_attribute(events, DETAILS_EVENT, "gen_ai.input.messages"))
+        arguments = part.get("arguments") if part else None
     if result is None:
         result = event_attribute(events, "gen_ai.choice", "message")
-    if arguments is None or result is None:
-        if arguments is None:
-            part = _first_part(event_attribute(events, DETAILS_EVENT, "gen_ai.input.messages"))
-            arguments = part.get("arguments") if part else None
-        if result is None:
-            part = _first_part(event_attribute(events, DETAILS_EVENT, "gen_ai.output.messages"))
-            result = part.get("response") if part else None
+    if result is None:
+        part = _first_part(event_attribute(events, DETAILS_EVENT, "gen_ai.output.messages"))
+        result = part.get("response") if part else None
     return arguments, result
-
-
-def _server_of(result: AttributeValue) -> str | None:
-    """The server that answered, where the result carries the MCP server's own
-    ``_meta["io.modelcontextprotocol/serverInfo"]`` (the AI SDK 7 records the result whole).
-    The text is decoded again here, only for a result that names the key."""
-    if not (isinstance(result, str) and SERVER_INFO_KEY in result):
-        return None
-    decoded = loads(result)
-    meta = decoded.get("_meta") if isinstance(decoded, dict) else None
-    info = meta.get(SERVER_INFO_KEY) if isinstance(meta, dict) else None
-    name = info.get("name") if isinstance(info, dict) else None
-    return name if isinstance(name, str) and name else None
 
 
 def _first_part(messages: AttributeValue) -> dict[str, Any] | None:
@@ -232,7 +216,7 @@ def _signals(
         and FAILURE_WRAPPERS.match(result.text)
     ):
         # The framework handed the tool's failure to the model as text.
-        result = ResultReading(True, result.text, result.typed_failure)
+        result = ResultReading(True, result.text, result.typed_failure, result.server)
     # The conventions record failures (error.type, an ERROR status): a span that records
     # none ran its tool to an answer, which is then read for a hidden failure.
     return span_signals(span, result, silence_means_ok=True, hidden_patterns=patterns)

@@ -14,9 +14,10 @@ Results reach us in several shapes, and every dialect reader hands its raw value
 What bears on the outcome comes out: the envelope's own ``isError``, the first text (for
 phrases and excerpts), and a *typed failure* found inside — in ``structuredContent``, in
 the body itself, or as JSON inside a text item — which under ``isError: false`` is a
-hidden failure. The work is bounded whatever the input: at most ``MAX_CONTENT_ITEMS``
-content items are looked at, JSON text is decoded only below ``MAX_JSON_CHARS`` (by
-``spanview.loads``), and one wrapper and one envelope deep at most.
+hidden failure; and the server the envelope's ``_meta`` names, if it names one. The work
+is bounded whatever the input: at most ``MAX_CONTENT_ITEMS`` content items are looked
+at, JSON text is decoded only below ``MAX_JSON_CHARS`` (by ``spanview.loads``), and one
+wrapper and one envelope deep at most.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ MAX_CONTENT_ITEMS = 16  # content items read for text and typed failures; the re
 # A typed failure inside a success envelope: {"_tag": "OrchestratorMcpFailure", ...}.
 FAILURE_TAG = re.compile(r"(failure|error)$", re.I)
 ENVELOPE_KEYS = frozenset({"content", "structuredContent", "isError"})
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"  # a result's _meta names its server
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,9 @@ class ResultReading:
     is_error: bool | None = None  # the envelope's (or wrapper's) own isError, if it has one
     text: str = ""  # the first text of the result, for phrases and the error excerpt
     typed_failure: Mapping[str, Any] | None = None  # the typed failure body found inside
+    # The server that answered, where the envelope carries the MCP server's own
+    # ``_meta["io.modelcontextprotocol/serverInfo"]`` (the AI SDK 7 records it whole).
+    server: str | None = None
 
     @property
     def recorded(self) -> bool:
@@ -78,6 +83,9 @@ def read_result(value: Any, *, is_error: bool | None = None) -> ResultReading:
         structured = value.get("structuredContent")
         if isinstance(structured, dict) and typed_failure(structured):
             found["typed_failure"] = structured
+        meta = value.get("_meta")
+        if isinstance(meta, dict):
+            found["server"] = _server_name(meta)
         return ResultReading(is_error=is_error if is_error is not None else flag, **found)
     message = value.get("message")
     return ResultReading(
@@ -134,7 +142,13 @@ def _content(items: Any) -> dict[str, Any]:
     return found
 
 
+def _server_name(meta: Mapping[str, Any]) -> str | None:
+    info = meta.get(SERVER_INFO_KEY)
+    name = info.get("name") if isinstance(info, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
 def _with_flag(reading: ResultReading, is_error: bool | None) -> ResultReading:
     if is_error is None:
         return reading
-    return ResultReading(is_error=is_error, text=reading.text, typed_failure=reading.typed_failure)
+    return ResultReading(is_error, reading.text, reading.typed_failure, reading.server)

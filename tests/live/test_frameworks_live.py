@@ -40,12 +40,10 @@ HIDDEN = "mcp_breaker_hidden_failures_total"
 
 
 @pytest.fixture
-def running() -> Iterator[tuple[ServiceThread, CaptureCollector]]:
-    next_hop = CaptureCollector().start()
-    service = ServiceThread(make_config(f"forward.endpoint={next_hop.endpoint}"))
-    yield service, next_hop
-    service.stop()
-    next_hop.stop()
+def service(next_hop: CaptureCollector) -> Iterator[ServiceThread]:
+    running = ServiceThread(make_config(f"forward.endpoint={next_hop.endpoint}"))
+    yield running
+    running.stop()
 
 
 def annotated(next_hop: CaptureCollector, trace_id: str) -> list[dict[str, Any]]:
@@ -64,9 +62,8 @@ def annotated(next_hop: CaptureCollector, trace_id: str) -> list[dict[str, Any]]
 
 @pytest.mark.parametrize("stack", FRAMEWORKS)
 def test_the_framework_run_reads_as_its_model_saw_it(
-    stack: str, running: tuple[ServiceThread, CaptureCollector]
+    stack: str, service: ServiceThread, next_hop: CaptureCollector
 ) -> None:
-    service, next_hop = running
     server = SERVER.get(stack, "")
     result = harness.run_framework(stack, service.grpc_endpoint)
     (trace_id,) = result["trace_ids"]

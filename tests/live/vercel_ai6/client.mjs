@@ -1,10 +1,7 @@
 // AI SDK 6 capture client, run by tests/live/client_vercel_ai6.py (which passes the
 // scenario as JSON in MCP_BREAKER_SCENARIO): generateText with experimental_telemetry on,
 // tools from @ai-sdk/mcp's client over stdio, and the SDK's own MockLanguageModelV3
-// scripted to call PLAN[n] in step n, then answer FINAL_TEXT.
-import { readFileSync, writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
-
+// scripted to call PLAN[n] in step n, then answer FINAL_TEXT (../vercel_common.mjs).
 import { createMCPClient } from '@ai-sdk/mcp';
 import { Experimental_StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
@@ -17,66 +14,17 @@ import {
 import { generateText, stepCountIs } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 
-const { values: args } = parseArgs({
-  options: {
-    endpoint: { type: 'string' },
-    out: { type: 'string' },
-    simple: { type: 'boolean', default: false },
-  },
-});
-const scenario = JSON.parse(process.env.MCP_BREAKER_SCENARIO);
+import { PROMPT, readRun, scriptedModel, startTracing, writeResult } from '../vercel_common.mjs';
 
-// The trace ids of the root spans (the generateText runs), for result.json.
-const traceIds = new Set();
-const rootRecorder = {
-  onStart(span) {
-    if (!span.parentSpanContext) traceIds.add(span.spanContext().traceId);
-  },
-  onEnd() {},
-  forceFlush: async () => {},
-  shutdown: async () => {},
+const { args, scenario } = readRun();
+const otel = {
+  BatchSpanProcessor,
+  NodeTracerProvider,
+  OTLPTraceExporter,
+  SimpleSpanProcessor,
+  resourceFromAttributes,
 };
-const spanProcessors = [rootRecorder];
-if (args.endpoint !== 'none') {
-  const exporter = new OTLPTraceExporter({ url: `http://${args.endpoint}` });
-  spanProcessors.push(
-    args.simple ? new SimpleSpanProcessor(exporter) : new BatchSpanProcessor(exporter),
-  );
-}
-const provider = new NodeTracerProvider({
-  resource: resourceFromAttributes({ 'service.name': 'vercel-ai6-client' }),
-  spanProcessors,
-});
-provider.register(); // the global tracer provider, which the AI SDK's telemetry uses
-
-const usage = {
-  inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
-  outputTokens: { total: 5, text: 5, reasoning: undefined },
-};
-let step = 0;
-const model = new MockLanguageModelV3({
-  modelId: 'scripted-plan',
-  doGenerate: async () => {
-    const n = step++;
-    if (n < scenario.plan.length) {
-      const [toolName, input] = scenario.plan[n];
-      return {
-        content: [
-          { type: 'tool-call', toolCallId: `call_${n}`, toolName, input: JSON.stringify(input) },
-        ],
-        finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
-        usage,
-        warnings: [],
-      };
-    }
-    return {
-      content: [{ type: 'text', text: scenario.final }],
-      finishReason: { unified: 'stop', raw: 'stop' },
-      usage,
-      warnings: [],
-    };
-  },
-});
+const { provider, traceIds } = startTracing(otel, 'vercel-ai6-client', args);
 
 const mcpClient = await createMCPClient({
   transport: new Experimental_StdioMCPTransport({
@@ -87,9 +35,9 @@ const mcpClient = await createMCPClient({
 let result;
 try {
   result = await generateText({
-    model,
+    model: scriptedModel(MockLanguageModelV3, scenario),
     tools: await mcpClient.tools(),
-    prompt: 'Check the weather in Paris, invoice INV-1 and order A-1.',
+    prompt: PROMPT,
     stopWhen: stepCountIs(scenario.plan.length + 4),
     experimental_telemetry: { isEnabled: true },
   });
@@ -98,36 +46,15 @@ try {
 }
 await provider.shutdown();
 
-// What each tool call handed back to the model: the tool-result / tool-error parts.
-// An MCP tool's output is its CallToolResult: keep the text of its content and its isError.
-const text = (output) =>
-  Array.isArray(output?.content)
-    ? output.content.map((c) => c.text ?? JSON.stringify(c)).join(' ')
-    : JSON.stringify(output);
-const calls = result.steps
-  .flatMap((s) => s.content)
-  .filter((part) => part.type === 'tool-result' || part.type === 'tool-error')
-  .map((part) => ({
-    tool: part.toolName,
-    arguments: part.input,
-    tool_call_id: part.toolCallId,
-    part: part.type,
-    is_error: part.type === 'tool-error' ? null : (part.output?.isError ?? null),
-    text: (part.type === 'tool-error' ? String(part.error) : text(part.output)).slice(0, 300),
-  }));
-const PACKAGES = [
-  'ai',
-  '@ai-sdk/mcp',
-  '@opentelemetry/sdk-trace-node',
-  '@opentelemetry/exporter-trace-otlp-grpc',
-];
-const version = (name) =>
-  JSON.parse(readFileSync(new URL(`./node_modules/${name}/package.json`, import.meta.url))).version;
-const result_ = {
+writeResult(args, {
   framework: 'vercel_ai6',
-  trace_ids: [...traceIds],
-  calls,
-  final: result.text.trim(),
-  versions: Object.fromEntries(PACKAGES.map((name) => [name, version(name)])),
-};
-writeFileSync(args.out, JSON.stringify(result_, null, 2));
+  traceIds,
+  result,
+  packages: [
+    'ai',
+    '@ai-sdk/mcp',
+    '@opentelemetry/sdk-trace-node',
+    '@opentelemetry/exporter-trace-otlp-grpc',
+  ],
+  projectUrl: import.meta.url,
+});
