@@ -14,10 +14,14 @@ FROM python:3.11.13-slim-bookworm AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY requirements/service.lock ./requirements/
 COPY processor ./processor
+# The dependencies from the lock (pinned, with hashes: the same versions on every build;
+# scripts/lock refreshes it), then the wheel alone.
 RUN python -m pip wheel --no-deps --wheel-dir /dist . \
     && python -m venv /opt/mcp-breaker \
-    && /opt/mcp-breaker/bin/pip install /dist/mcp_breaker-*.whl \
+    && /opt/mcp-breaker/bin/pip install --require-hashes -r requirements/service.lock \
+    && /opt/mcp-breaker/bin/pip install --no-deps /dist/mcp_breaker-*.whl \
     && /opt/mcp-breaker/bin/pip uninstall --yes pip setuptools
 
 # -- run: the environment alone; no compiler, no pip, no sources ------------------------

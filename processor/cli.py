@@ -8,6 +8,7 @@ import dataclasses
 import enum
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -99,7 +100,24 @@ def build_parser() -> argparse.ArgumentParser:
         "status",
         help="show the open circuits of a running service",
         description="Ask a running mcp-breaker (its advisory port) what is out right now, "
-        "and print it as a table: worst first, with the cause and since when.",
+        "and print it as a table: worst first, with the cause and since when. The cause is "
+        "shown in full when the terminal has room (and always when the output is not a "
+        "terminal); --wide adds columns and never cuts; --output json prints GetState's "
+        "reply (docs/advisories.md, 'mcp-breaker status').",
+    )
+    state.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "wide", "json"],
+        default="table",
+        help="table (default), wide, or json: the same data as the GetState call",
+    )
+    state.add_argument(
+        "--wide",
+        action="store_const",
+        const="wide",
+        dest="output",
+        help="the same as --output wide",
     )
     state.add_argument(
         "--target",
@@ -169,9 +187,10 @@ def _print_config(config: ServiceConfig) -> None:
 def _status(args: argparse.Namespace) -> int:
     import grpc  # here, not at the top: the other commands start without gRPC's imports
 
-    from processor.status import status
+    from processor.status import Layout, status
 
     token = os.environ.get(args.token_env) or None
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     try:
         text = status(
             args.target,
@@ -179,6 +198,8 @@ def _status(args: argparse.Namespace) -> int:
             ca_file=args.tls_ca,
             cert_file=args.tls_cert,
             key_file=args.tls_key,
+            layout=Layout(args.output),
+            width=width,
         )
         print(text, end="")
     except grpc.RpcError as error:

@@ -93,10 +93,20 @@ def unmatched(sample: str, printed: str) -> list[str]:
 class DocSession:
     """One reader's session: free ports, the environment, a background process or none."""
 
-    def __init__(self, cwd: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        cwd: Path,
+        env: Mapping[str, str | None] | None = None,
+        *,
+        python: str | Path = sys.executable,
+    ) -> None:
+        """``env``: set (None: removed) over this process's environment; ``python``: what
+        runs a ``python`` block (a newcomer's is the checkout's .venv/bin/python)."""
         self.cwd = cwd
+        self.python = str(python)
         self.ports = {name: free_port() for name in DEFAULT_PORTS}
-        self.env = {**os.environ, **(env or {})}
+        merged = {**os.environ, **(env or {})}
+        self.env = {name: value for name, value in merged.items() if value is not None}
         for name, port in self.ports.items():
             self.env[env_var_name(tuple(LISTEN_KEYS[name].split(".")))] = f"{LOOPBACK}:{port}"
         self.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://localhost:{self.ports['grpc']}"
@@ -117,7 +127,7 @@ class DocSession:
         if block.kind == "run":
             self._last_output = self._finish(["bash", "-eo", "pipefail", "-c", body], where)
         elif block.kind == "python":
-            self._last_output = self._finish([sys.executable, "-c", body], where)
+            self._last_output = self._finish([self.python, "-c", body], where)
         elif block.kind == "background":
             self._start(body, self.substitute(block.options.removeprefix("ready at ").strip()))
         elif block.kind == "output" and self._after_background:

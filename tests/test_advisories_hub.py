@@ -7,7 +7,6 @@ is the span clock here: minutes past midnight of the seed's day (tests/engine_bu
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -95,7 +94,9 @@ def test_a_transport_failure_becomes_a_turn_tool_advisory() -> None:
     assert advisory.fingerprint == ""
     assert advisory.id == "|turn_tool|turn-1|web/search"
     assert advisory.cause == "transport"
-    assert "`search` is unavailable for the rest of this turn" in advisory.message
+    assert "`search` on MCP server `web` is unavailable for the rest of this turn" in (
+        advisory.message
+    )
     assert "upstream MCP session is closed" in advisory.message
     assert advisory.expires_s == call.end_ns / NS_PER_S + BreakerConfig().turn_idle_s
     assert advisory.harness == HARNESS and advisory.enforced
@@ -124,7 +125,9 @@ def test_a_call_scoped_block_becomes_a_turn_call_advisory(
     assert advisory.fingerprint == call.fingerprint and advisory.fingerprint
     assert advisory.id == f"|turn_call|turn-1|{call.fingerprint}"
     assert advisory.cause == failure_class.value
-    assert "This exact call to `search` already failed in this turn" in advisory.message
+    assert "This exact call to `search` on MCP server `web` already failed in this turn" in (
+        advisory.message
+    )
 
 
 def test_changes_are_numbered_one_by_one() -> None:
@@ -176,13 +179,14 @@ def test_an_open_circuit_becomes_an_advisory_with_its_evidence() -> None:
     last_end = calls[-1].end_ns / NS_PER_S
     assert opened.retry_after_s == OPEN_S
     assert opened.expires_s == last_end + OPEN_S
-    assert opened.message.startswith("MCP server `web` (all its tools) is unavailable: ")
-    assert "3 calls, 0 successes since 00:10 UTC" in opened.message
-    # Until when, as a time: a refusal across turns that said "this turn" would be tried
-    # again in the next one.
-    until = time.strftime("%H:%M", time.gmtime(opened.expires_s))
-    assert f"Do not call it before {until} UTC; answer what you can" in opened.message
-    assert "this turn" not in opened.message
+    # For how long, as a length (a model knows no clock): a refusal across turns that said
+    # "this turn" would be tried again in the next one.
+    assert opened.message.startswith(
+        "MCP server `web` (all its tools) is unavailable for about 5 minutes, so do not call "
+        "its tools before then;"
+    )
+    assert "(its last 3 calls failed: " in opened.message
+    assert "this turn" not in opened.message and "UTC" not in opened.message
     evidence = opened.evidence
     assert evidence is not None
     assert (evidence.calls, evidence.failures) == (3, 3)

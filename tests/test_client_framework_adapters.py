@@ -194,7 +194,10 @@ def test_a_repeat_of_a_dead_tool_is_refused_in_the_same_turn(
     again = ("fetch_invoice", {"invoice_id": "INV-2"})
     received, made = run_agent(provider, OutTools(), [INVOICE, again])
     assert made == ["fetch_invoice"]
-    assert "`fetch_invoice` is unavailable for the rest of this turn: " in received[1]
+    assert (
+        "`fetch_invoice` on MCP server `billing` is unavailable for the rest of this turn, "
+        in (received[1])
+    )
     _, refused = tool_spans(memory)
     assert refused["mcp.breaker.refused"] is True
     assert str(refused["mcp.breaker.advisory"]).startswith(LOCAL_ID_PREFIX)

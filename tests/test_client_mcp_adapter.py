@@ -399,8 +399,8 @@ def test_a_back_to_back_repeat_of_a_dead_session_is_refused_before_the_mirror_kn
     assert reached == ["dead https://artifact.test", "picky good"]
     assert [r.is_error for r in results] == [True, True, True, False]
     refusal = (
-        f"`dead` is unavailable for the rest of this turn: {DEAD}. Do not call it again this "
-        "turn; answer what you can without it."
+        f"`dead` on MCP server `{SERVER}` is unavailable for the rest of this turn, so do not "
+        f"call it again; answer what you can without it (the error: {DEAD})."
     )
     assert text_of(results[1]) == text_of(results[2]) == refusal
     first, second, third, _ = tool_spans(memory)
@@ -434,8 +434,9 @@ def test_a_tool_error_refuses_only_the_identical_call(
         text_of(results[1])
         == text_of(results[3])
         == (
-            f"This exact call to `picky` already failed in this turn: {PICKY}. Do not repeat it; "
-            "change the arguments or answer without it."
+            f"This exact call to `picky` on MCP server `{SERVER}` already failed in this turn, "
+            f"so do not repeat it; change the arguments or answer without it (the error: "
+            f"{PICKY})."
         )
     )
     assert not results[2].is_error
@@ -456,7 +457,9 @@ def test_a_raised_timeout_closes_the_tool_for_the_turn(
     result = anyio.run(run)  # RaisingSession would raise again: it was not called
     # The words are the service's (test_the_note_is_the_block_the_service_will_open).
     assert result.is_error
-    assert text_of(result).startswith("`navigate` is unavailable for the rest of this turn: ")
+    assert text_of(result).startswith(
+        f"`navigate` on MCP server `{SERVER}` is unavailable for the rest of this turn, "
+    )
     assert "Request timed out" in text_of(result)
 
 
@@ -523,7 +526,9 @@ def test_once_the_mirror_has_the_advisory_the_mirror_answers(
 
     results = anyio.run(run)
     assert reached == ["dead u", "dead u"]
-    assert text_of(results[1]).startswith("`dead` is unavailable for the rest of this turn")
+    assert text_of(results[1]).startswith(
+        f"`dead` on MCP server `{SERVER}` is unavailable for the rest of this turn"
+    )
     assert text_of(results[2]) == "the service's own words"
     assert results[3].is_error and text_of(results[3]) == DEAD  # made, and failed again
 
@@ -556,7 +561,9 @@ def test_calls_in_flight_together_all_go_then_a_repeat_is_refused(
     results = anyio.run(run)
     assert reached == ["twin u", "twin u"]
     assert [text_of(r) for r in results[:2]] == [DEAD, DEAD]
-    assert text_of(results[2]).startswith("`twin` is unavailable for the rest of this turn")
+    assert text_of(results[2]).startswith(
+        f"`twin` on MCP server `{SERVER}` is unavailable for the rest of this turn"
+    )
 
 
 # What the service makes of the very span the session recorded: its note must be the same

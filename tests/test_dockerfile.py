@@ -19,6 +19,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 import yaml
 
 from processor import __version__
@@ -124,6 +125,7 @@ def build_context(tmp_path: Path) -> Path:
         if source.is_dir():
             shutil.copytree(source, context / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
+            (context / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, context / name)
     return context
 
@@ -159,3 +161,26 @@ def test_the_build_context_builds_the_wheel_the_image_installs(tmp_path: Path) -
     assert sorted(normalise.sub("", r) for r in required) == sorted(
         normalise.sub("", r) for r in project["dependencies"]
     )
+
+
+@pytest.mark.timeout(600)  # pip fetches the locked files (from its cache, once warm)
+def test_the_image_lock_installs_as_the_build_stage_installs_it(tmp_path: Path) -> None:
+    """The build stage's `pip install --require-hashes -r requirements/service.lock`, as
+    pip would run it in an empty environment: every pin found, every file's hash right."""
+    context = build_context(tmp_path)
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed"),
+            *("--require-hashes", "-r", "requirements/service.lock"),
+            *("--quiet", "--report", str(tmp_path / "report.json")),
+        ],
+        cwd=context,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    names = {item["metadata"]["name"].lower() for item in report["install"]}
+    assert {"grpcio", "protobuf", "redis", "opentelemetry-proto"} <= names

@@ -123,7 +123,7 @@ def test_html_without_its_extra_says_how_to_install_it(seed: Path, tmp_path: Pat
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     assert result.returncode == EXIT_FAILED
-    assert "pip install 'mcp-breaker[analyze]'" in result.stderr
+    assert ".venv/bin/pip install -e '.[analyze]'" in result.stderr  # as printed
     assert not (tmp_path / "r.html").exists()
 
 

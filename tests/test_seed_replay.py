@@ -129,7 +129,7 @@ def test_the_seed_incident(
     assert (first.state, first.rule.value, first.dead_call) == ("open", "server", True)
     assert first.evidence is not None
     assert (first.evidence.calls, first.evidence.failures) == (9, 9)
-    assert "9 calls, 0 successes since 00:20 UTC" in first.message
+    assert "(its last 9 calls failed: " in first.message
     assert f"`{TOOL}`" in first.message and "upstream MCP session is closed" in first.message
     assert "127.0.0.1:8931" in first.message  # which upstream stays; secrets would not
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from processor.advisories.hub import AdvisoryHub
 from processor.advisories.model import Advisory
+from processor.engines import messages
 from processor.engines.bounded import LruMap
 from processor.engines.breaker import NO_SERVER
 from processor.engines.circuit import CircuitKey, Scope, State
@@ -152,11 +153,14 @@ class Checker:
         key = key or wanted.circuits[0][0]
         advisory = self._advisory(key, State.HALF_OPEN, now_s)
         if advisory is not None:
-            what = f"`{advisory.tool}`" if advisory.tool else f"MCP server `{advisory.server}`"
+            subject = (
+                messages.tool_subject(advisory.tool, advisory.server)
+                if advisory.tool
+                else messages.server_subject(advisory.server)
+            )
             advisory = replace(
                 advisory,
-                message=f"{what} is recovering from failures and another call is testing it "
-                f"now. Do not call it again this turn; answer what you can without it.",
+                message=messages.probe_in_flight(subject),
                 retry_after_s=self._lease_s if retry_after_s is None else retry_after_s,
             )
         return CheckResult(self._refusal(advisory), advisory)

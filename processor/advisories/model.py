@@ -10,9 +10,11 @@ advisory with the same id and a new state; ``closed`` means it no longer applies
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, replace
 
 from processor.classify.events import ToolCall, ToolListing
+from processor.engines import messages
 from processor.engines.breaker import NO_SERVER, Evidence, circuit_message, turn_message
 from processor.engines.circuit import Circuit, Scope, State
 from processor.engines.roster import Collapse
@@ -102,7 +104,11 @@ def from_circuit(
     server, _, tool = key.name.partition("/") if key.scope is Scope.TOOL else (key.name, "", "")
     if server == NO_SERVER:
         server = ""
-    what = f"`{tool}`" if key.scope is Scope.TOOL else f"MCP server `{key.name}` (all its tools)"
+    subject = (
+        messages.tool_subject(tool, server)
+        if key.scope is Scope.TOOL
+        else messages.server_subject(key.name)
+    )
     expires = 0.0
     if state is State.OPEN:
         expires = circuit.open_until_s  # then half-open: a probe may go
@@ -127,13 +133,26 @@ def from_circuit(
         server=server,
         tool=tool,
         cause=cause,
-        message=circuit_message(what, evidence, forced_reason, until_s=expires) if blocking else "",
+        message=circuit_message(
+            subject, state, evidence, forced_reason, until_s=expires, at_s=_read_at(circuit, now_s)
+        )
+        if blocking
+        else "",
         retry_after_s=retry_after,
         expires_s=expires,
         evidence=evidence,
         enforced=enforced,
         harness=harness,
     )
+
+
+def _read_at(circuit: Circuit, now_s: float | None) -> float:
+    """From when a message counts its "for about ...": when it is read, else when the
+    circuit last moved (so every replica writes the same words for the same circuit)."""
+    if now_s is not None:
+        return now_s
+    changed = circuit.changed_s
+    return changed if math.isfinite(changed) else circuit.last_s
 
 
 def from_block(
@@ -205,12 +224,7 @@ def from_collapse(
         server=listing.server or "",
         turn=collapse.turn,
         cause="collapse",
-        message=(
-            f"The tools offered in this turn fell from {collapse.offered_before} to none in "
-            f"{rounds}, while their servers are still configured. List the tools again "
-            f"(tools/list) before the next model request; do not tell the user the tools "
-            f"are gone."
-        ),
+        message=messages.roster_collapsed(offered_before=collapse.offered_before, rounds=rounds),
         expires_s=listing.end_ns / NS_PER_S + turn_idle_s,
         enforced=enforced,
         harness=listing.harness,

@@ -102,6 +102,7 @@ from processor.client.tracing import ToolCallRecord, record_tool_call
 from processor.config import TurnKey
 from processor.config.model import DEFAULT_MAX_BLOCKS_PER_TURN, DEFAULT_TURN_IDLE_S
 from processor.engines.breaker import turn_block_message
+from processor.engines.messages import refused_without_message, tool_subject
 from processor.engines.turns import TOOL_WIDE
 
 log = logging.getLogger(__name__)
@@ -304,7 +305,7 @@ def _local_advisory(
         turn=turn,
         fingerprint=fingerprint or "",
         cause=failure_class,
-        message=turn_block_message(tool, tool_wide=fingerprint is None, excerpt=excerpt),
+        message=turn_block_message(tool, server, tool_wide=fingerprint is None, excerpt=excerpt),
         expires_unix_nano=since_ns + int(ttl_s * NS_PER_S),
         evidence=evidence,
         enforced=True,
@@ -454,11 +455,9 @@ def refusal_result(tool: str, advisory: pb.Advisory | None) -> CallToolResult:
     """What the model sees instead of the tool's answer: the advisory's message."""
     message = advisory.message if advisory is not None else ""
     if not message:
-        cause = f": {advisory.cause}" if advisory is not None and advisory.cause else ""
-        message = (
-            f"`{tool}` is unavailable right now{cause}. Do not call it again this turn; "
-            f"answer what you can without it."
-        )
+        server = advisory.server if advisory is not None else ""
+        cause = advisory.cause if advisory is not None else ""
+        message = refused_without_message(tool_subject(tool, server), cause=cause)
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 

@@ -18,13 +18,13 @@ redacted excerpt, so a harness can tell the model what is out, why, and since wh
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from processor.cheap_dataclasses import builder, slot_init
 from processor.classify.events import FailureClass, Outcome, ToolCall
 from processor.config import BreakerConfig, Rule
+from processor.engines import messages
 from processor.engines.blame import Count, blame
 from processor.engines.bounded import LruMap
 from processor.engines.circuit import (
@@ -118,7 +118,14 @@ class Breaker:
         jitter: Callable[[], float] | None = None,
     ) -> None:
         self.config = config
-        self.machine = CircuitMachine(config, jitter)
+        self._jitter = jitter
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every call: as new (a replica rebuilding its shared engines from the
+        stream; readers that hold this breaker see the rebuilt state)."""
+        config = self.config
+        self.machine = CircuitMachine(config, self._jitter)
         self.turns = TurnBreaker(config)
         self.circuits: LruMap[CircuitKey, Circuit] = LruMap(config.max_circuits, self._evicted)
         # The tool circuits held for each (tenant, server): the blast radius reads these.
@@ -430,13 +437,20 @@ def _governing(circuits: tuple[Circuit, ...], made_s: float) -> tuple[State, Cir
 def _refusal(
     call: ToolCall, circuit: Circuit, state: State, evidence: Evidence, forced_reason: str
 ) -> str:
+    """What the model reads instead of this call's answer, timed from when it was made."""
     key = circuit.key
-    what = (
-        f"`{call.tool}` (MCP server `{key.name}`)"
-        if key.scope is Scope.SERVER
-        else f"`{call.tool}`"
+    if key.scope is Scope.SERVER:
+        subject = messages.server_subject(key.name, call.tool)
+    else:
+        subject = messages.tool_subject(call.tool, call.server or "")
+    return circuit_message(
+        subject,
+        state,
+        evidence,
+        forced_reason,
+        until_s=refused_until(circuit, state),
+        at_s=call.start_ns / NS_PER_S,
     )
-    return circuit_message(what, evidence, forced_reason, until_s=refused_until(circuit, state))
 
 
 def refused_until(circuit: Circuit, state: State) -> float | None:
@@ -449,52 +463,45 @@ def refused_until(circuit: Circuit, state: State) -> float | None:
     return None
 
 
-# An "until" further from the evidence than this is written with its date.
-_SAME_DAY_S = 12 * 3600
-
-
-def _clock(seconds: float | None, since_s: float | None = None) -> str:
-    if seconds is None:
-        return "?"
-    dated = since_s is not None and abs(seconds - since_s) > _SAME_DAY_S
-    return time.strftime("%Y-%m-%d %H:%M" if dated else "%H:%M", time.gmtime(seconds))
-
-
 def circuit_message(
-    what: str, evidence: Evidence, forced_reason: str = "", *, until_s: float | None = None
+    subject: messages.Subject,
+    state: State,
+    evidence: Evidence,
+    forced_reason: str = "",
+    *,
+    until_s: float | None,
+    at_s: float,
 ) -> str:
-    """``what`` is unavailable: why; counts since when; until when (``until_s``: when it
-    stops refusing; a refusal that lasts across turns says so, or the model would try
-    again in the next one). Built only from redacted text."""
-    why = evidence.excerpt or forced_reason or "it has been failing"
-    successes = evidence.calls - evidence.failures
-    wait = (
-        f"Do not call it before {_clock(until_s, evidence.since_s)} UTC"
-        if until_s is not None
-        else "Do not call it again this turn"
-    )
-    return (
-        f"{what} is unavailable: {why}; {evidence.calls} calls, {successes} successes since "
-        f"{_clock(evidence.since_s)} UTC. {wait}; answer what you can without it."
+    """What a refusing circuit tells the model: how long from ``at_s`` until ``until_s``
+    (a refusal that lasts across turns says so, or the model would try again in the next
+    one). Built only from redacted text."""
+    for_s = None if until_s is None else max(0.0, until_s - at_s)
+    if state is State.FORCED_OPEN:
+        return messages.circuit_forced_open(subject, reason=forced_reason, for_s=for_s)
+    if for_s is None:
+        return messages.circuit_failing(subject, why=evidence.excerpt)
+    return messages.circuit_open(
+        subject,
+        why=evidence.excerpt,
+        calls=evidence.calls,
+        failures=evidence.failures,
+        for_s=for_s,
     )
 
 
 def turn_message(call: ToolCall, block: Block) -> str:
     return turn_block_message(
-        call.tool, tool_wide=block.scope is TurnScope.TOOL, excerpt=block.excerpt
+        call.tool,
+        call.server or "",
+        tool_wide=block.scope is TurnScope.TOOL,
+        excerpt=block.excerpt,
     )
 
 
-def turn_block_message(tool: str, *, tool_wide: bool, excerpt: str) -> str:
+def turn_block_message(tool: str, server: str, *, tool_wide: bool, excerpt: str) -> str:
     """What the model is told of a turn block; the client library's local notes say the
     same (``processor/client/mcp_adapter.py``)."""
-    why = excerpt.rstrip(" .") or "it failed"  # one period, even after an error's own
+    subject = messages.tool_subject(tool, server)
     if tool_wide:
-        return (
-            f"`{tool}` is unavailable for the rest of this turn: {why}. Do not call it "
-            f"again this turn; answer what you can without it."
-        )
-    return (
-        f"This exact call to `{tool}` already failed in this turn: {why}. Do not repeat "
-        f"it; change the arguments or answer without it."
-    )
+        return messages.turn_tool_blocked(subject, why=excerpt)
+    return messages.turn_call_blocked(subject, why=excerpt)

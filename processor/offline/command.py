@@ -22,7 +22,9 @@ EXIT_FAILED = 1  # no report
 EXIT_USAGE = 2  # argparse's own
 EXIT_PARTIAL = 3  # a report, but some input could not be read
 PROBLEMS_PRINTED = 20
-EXTRA_HINT = "pip install 'mcp-breaker[analyze]'"
+# Works as printed in a checkout (tests/test_fresh_clone.py runs it); docs/analyze.md
+# has the same for a wheel.
+EXTRA_HINT = ".venv/bin/pip install -e '.[analyze]' (in a checkout; a wheel: docs/analyze.md)"
 
 DESCRIPTION = """\
 Replay recorded traces through mcp-breaker's own classifier, breaker and roster health, in
@@ -45,7 +47,8 @@ EPILOG = """\
 exit codes:
   0  the report is written and every record was read
   1  no report: invalid settings, no input could be read, the output cannot be
-     written, or --format html without its extra (pip install 'mcp-breaker[analyze]')
+     written, or --format html without its extra (in a checkout:
+     .venv/bin/pip install -e '.[analyze]')
   2  the command line is wrong
   3  the report is written, but some records or files could not be read: each is named
      on standard error (file, line or record, what is wrong) and counted in the report

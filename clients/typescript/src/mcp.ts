@@ -81,6 +81,12 @@ import type { Advisory } from "./advisory.js";
 import { callFingerprint, resolveServer } from "./calls.js";
 import { ConfigError } from "./errors.js";
 import { consoleLogger, type Logger } from "./log.js";
+import {
+  refusedWithoutMessage,
+  toolSubject,
+  turnCallBlocked,
+  turnToolBlocked,
+} from "./messages.js";
 import { CheckResult, Decision, type ToolCall } from "./mirror.js";
 import { TOOL_WIDE, type Verdict } from "./outcome.js";
 import { recordToolCall, type ToolCallRecord } from "./tracing.js";
@@ -342,10 +348,10 @@ export function recordCallToolReturn(record: ToolCallRecord, result: unknown): v
 export function refusalResult(tool: string, advisory: Advisory | null): CallToolResult {
   let message = advisory?.message ?? "";
   if (!message) {
-    const cause = advisory?.cause ? `: ${advisory.cause}` : "";
-    message =
-      `\`${tool}\` is unavailable right now${cause}. Do not call it again this turn; ` +
-      "answer what you can without it.";
+    message = refusedWithoutMessage(
+      toolSubject(tool, advisory?.server ?? ""),
+      advisory?.cause ?? "",
+    );
   }
   return { content: [{ type: "text", text: message }], isError: true };
 }
@@ -537,7 +543,7 @@ function localAdvisory(
     turn,
     fingerprint: fingerprint ?? "",
     cause: failureClass,
-    message: turnBlockMessage(tool, toolWide, verdict.excerpt),
+    message: turnBlockMessage(tool, server, toolWide, verdict.excerpt),
     retryAfterSeconds: 0,
     expiresUnixNano: sinceNs + BigInt(Math.floor(ttlMs)) * NS_PER_MS,
     evidence: {
@@ -556,11 +562,12 @@ function localAdvisory(
 }
 
 /** The service's message for a turn block (`turn_message` in its breaker), word for word. */
-export function turnBlockMessage(tool: string, toolWide: boolean, excerpt: string): string {
-  const why = excerpt.replace(/[ .]+$/, "") || "it failed"; // one period, even after an error's own
-  return toolWide
-    ? `\`${tool}\` is unavailable for the rest of this turn: ${why}. Do not call it again ` +
-        "this turn; answer what you can without it."
-    : `This exact call to \`${tool}\` already failed in this turn: ${why}. Do not repeat ` +
-        "it; change the arguments or answer without it.";
+export function turnBlockMessage(
+  tool: string,
+  server: string,
+  toolWide: boolean,
+  excerpt: string,
+): string {
+  const subject = toolSubject(tool, server);
+  return toolWide ? turnToolBlocked(subject, excerpt) : turnCallBlocked(subject, excerpt);
 }

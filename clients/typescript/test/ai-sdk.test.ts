@@ -239,7 +239,7 @@ describe("breakerTools with the AI SDK's generateText and @ai-sdk/mcp", () => {
     assert.equal((failed?.output as { isError?: boolean }).isError, true);
     assert.match(textOf(failed?.output), new RegExp(REFUSED));
     assert.equal((repeat?.output as { isError?: boolean }).isError, true);
-    assert.match(textOf(repeat?.output), /`fetch_invoice` is unavailable/);
+    assert.match(textOf(repeat?.output), /^`fetch_invoice` on MCP server `billing` is unavailable/);
     assert.equal(textOf(weather?.output), WEATHER);
 
     const [failedSpan, repeatSpan, weatherSpan] = spans;

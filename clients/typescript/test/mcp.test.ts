@@ -32,6 +32,7 @@ import {
   type AdvisorySource,
   FailureNotes,
   LOCAL_ID_PREFIX,
+  refusalResult,
   resultText,
   type TurnKey,
   turnBlockMessage,
@@ -187,7 +188,7 @@ describe("wrapClient", () => {
     const { call, close } = await setUp(source);
     assert.match(
       resultText(await call("x")),
-      /`browser_navigate` is unavailable right now: transport\./,
+      /^`browser_navigate` on MCP server `playwright` is unavailable right now, .*\(the error: transport\)\.$/,
     );
     await close();
   });
@@ -282,8 +283,8 @@ class AsyncLocalContextManager implements ContextManager {
 }
 
 const toolWideRefusal = (tool: string, why: string) =>
-  `\`${tool}\` is unavailable for the rest of this turn: ${why}. Do not call it again this ` +
-  "turn; answer what you can without it.";
+  `\`${tool}\` on MCP server \`${SERVER}\` is unavailable for the rest of this turn, so do ` +
+  `not call it again; answer what you can without it (the error: ${why}).`;
 
 describe("wrapClient: a repeat the mirror cannot know of yet", () => {
   // The source allows everything: the advisory is still on its way to the mirror.
@@ -325,8 +326,8 @@ describe("wrapClient: a repeat the mirror cannot know of yet", () => {
     assert.deepEqual(calls, ["search bad", "search good"]);
     assert.equal(
       resultText(again),
-      `This exact call to \`search\` already failed in this turn: ${PICKY}. Do not repeat it; ` +
-        "change the arguments or answer without it.",
+      `This exact call to \`search\` on MCP server \`${SERVER}\` already failed in this turn, ` +
+        `so do not repeat it; change the arguments or answer without it (the error: ${PICKY}).`,
     );
     await close();
   });
@@ -380,7 +381,7 @@ describe("wrapClient: a repeat the mirror cannot know of yet", () => {
     // The words are the service's (checked against its code below); here, what is out.
     assert.match(
       resultText(refused),
-      /^`browser_navigate` is unavailable for the rest of this turn: .*Request timed out/,
+      /^`browser_navigate` on MCP server `playwright` is unavailable for the rest of this turn, .*Request timed out/,
     );
   });
 
@@ -594,12 +595,51 @@ describe("turnBlockMessage", () => {
     for (const toolWide of [true, false]) {
       const message = turnBlockMessage(
         "t3_queue_list",
+        "",
         toolWide,
         "The operation could not be completed.",
       );
-      assert.match(message, /completed\. Do not/);
+      assert.match(message, /could not be completed\)\.$/);
       assert.ok(!message.includes(".."), message);
-      assert.ok(turnBlockMessage("x", toolWide, "").includes("it failed. Do not"));
+      assert.ok(turnBlockMessage("x", "", toolWide, "").endsWith("(it failed)."));
+    }
+  });
+
+  test("writes the service's words, word for word (its own Python code answers)", async () => {
+    const oracle = new PythonOracle();
+    const whys = [
+      "",
+      "upstream MCP session is closed",
+      "The operation could not be completed. ",
+      "a (b) c",
+    ];
+    try {
+      for (const server of ["", "billing"]) {
+        for (const why of whys) {
+          const cases: Array<[string, string]> = [
+            ["turn_tool_blocked", turnBlockMessage("fetch_invoice", server, true, why)],
+            ["turn_call_blocked", turnBlockMessage("fetch_invoice", server, false, why)],
+            [
+              "refused_without_message",
+              resultText(
+                refusalResult("fetch_invoice", advisory({ message: "", server, cause: why })),
+              ),
+            ],
+          ];
+          for (const [template, written] of cases) {
+            const expected = await oracle.ask<{ message: string }>({
+              kind: "message",
+              template,
+              tool: "fetch_invoice",
+              server,
+              why,
+            });
+            assert.equal(written, expected.message, `${template} ${server} ${why}`);
+          }
+        }
+      }
+    } finally {
+      oracle.close();
     }
   });
 });

@@ -35,6 +35,7 @@ from processor.classify.fingerprint import (  # noqa: E402
 from processor.classify.outcome import Signals, judge  # noqa: E402
 from processor.classify.redact import redact  # noqa: E402
 from processor.classify.result import read_result  # noqa: E402
+from processor.engines import messages  # noqa: E402
 
 SERVERS = ["playwright", "", "sérveur", "a\u0000b"]
 ARGUMENT_TEXTS = [
@@ -216,6 +217,15 @@ def verdict_of(recorded: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def message_of(request: dict[str, Any]) -> str:
+    """The words the service writes for what ``src/messages.ts`` writes alone."""
+    subject = messages.tool_subject(request["tool"], request["server"])
+    if request["template"] == "refused_without_message":
+        return messages.refused_without_message(subject, cause=request["why"])
+    template = getattr(messages, request["template"])
+    return str(template(subject, why=request["why"]))
+
+
 def oracle() -> None:
     """One JSON request a line in, one JSON answer a line out."""
     for line in sys.stdin:
@@ -224,6 +234,8 @@ def oracle() -> None:
             answer = fingerprint_vector(request["server"], request["tool"], request["arguments_json"])
         elif request["kind"] == "verdict":
             answer = verdict_of(request)
+        elif request["kind"] == "message":
+            answer = {"message": message_of(request)}
         else:
             answer = {"redacted": redact(request["text"], max_chars=request["max_chars"])}
         sys.stdout.write(json.dumps(answer, ensure_ascii=True) + "\n")
