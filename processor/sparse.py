@@ -10,10 +10,11 @@ it, each of them is encoded alone and put back in its place, and the shallow mes
 whose other spans never left their bytes, is encoded around them. A request in which no
 span changed is forwarded as the very bytes that came.
 
-Checked here: the framing down to the span boundary (every span), and the trace and span
-ids of each span decoded (OTLP: 16 and 8 bytes, not all zero); a decoded span with bad
-ids is removed and counted. The other spans are checked as the pass-through path checks
-them: by their framing, the rest left to the next hop (docs/delivery.md).
+Checked here: the framing down to the span boundary (every span), that every resource,
+scope and span holding a marker decodes, and the trace and span ids of each span decoded
+(OTLP: 16 and 8 bytes, not all zero); a decoded span with bad ids is removed and counted.
+The other spans are checked as the pass-through path checks them: by their framing, the
+rest left to the next hop (docs/delivery.md).
 """
 
 from __future__ import annotations
@@ -193,7 +194,8 @@ scope_spans -> spans."""
 
 def read_sparse(payload: bytes, markers: Sequence[bytes]) -> SparseRequest:
     """The request's possible MCP spans, decoded; raises InvalidRequest when its framing is
-    broken and UnreadableSpan when a span holding a marker does not decode.
+    broken and UnreadableSpan when a span, scope or resource holding a marker does not
+    decode.
 
     Spans are looked at one by one only in a scope spans that holds a marker: SDKs batch
     spans by instrumentation scope, so an MCP library's spans sit together, and the
@@ -205,6 +207,10 @@ def read_sparse(payload: bytes, markers: Sequence[bytes]) -> SparseRequest:
     span_count = rejected = 0
     for outer_resource in outer.children:
         sparse: SparseResource | None = None
+        # A resource or scope that holds a marker is decoded even when none of its spans
+        # is read: the request is analysed only if what made it a candidate decodes, else
+        # it is unreadable (forwarded as received, and labelled so), never "parsed".
+        resource: Resource | None = _decode_marked(Resource, outer_resource.resource, markers)
         for index, raw_scope in enumerate(outer_resource.scope_spans):
             shallow: Any = _parse(_ShallowScope, raw_scope)
             encoded = shallow.spans
@@ -214,7 +220,10 @@ def read_sparse(payload: bytes, markers: Sequence[bytes]) -> SparseRequest:
             spans: list[Span] = []
             slots: list[int] = []
             bad: list[int] = []
-            scope: InstrumentationScope | None = None  # decoded for the first span read
+            # Decoded now if it holds a marker, else for the first span read.
+            scope: InstrumentationScope | None = _decode_marked(
+                InstrumentationScope, shallow.scope, markers
+            )
             for slot, raw in enumerate(encoded):
                 if not may_hold(raw, markers):
                     continue
@@ -230,7 +239,9 @@ def read_sparse(payload: bytes, markers: Sequence[bytes]) -> SparseRequest:
             if spans:
                 assert scope is not None  # decoded with the first of them
                 if sparse is None:
-                    sparse = SparseResource(_decode(Resource, outer_resource.resource))
+                    if resource is None:
+                        resource = _decode(Resource, outer_resource.resource)
+                    sparse = SparseResource(resource)
                     resources.append(sparse)
                 read = SparseScope(scope, spans, slots)
                 sparse.scope_spans.append(read)
@@ -245,6 +256,11 @@ def _parse(kind: Any, raw: bytes) -> Any:
         return kind.FromString(raw)
     except DecodeError:
         raise InvalidRequest("request body is not a valid ExportTraceServiceRequest") from None
+
+
+def _decode_marked(kind: Any, raw: bytes, markers: Sequence[bytes]) -> Any:
+    """``raw`` decoded if it holds a marker (raises UnreadableSpan), else None."""
+    return _decode(kind, raw) if raw and may_hold(raw, markers) else None
 
 
 def _decode(kind: Any, raw: bytes) -> Any:

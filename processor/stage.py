@@ -57,10 +57,12 @@ class StagePath(enum.Enum):
     # Analysed: its spans that may be MCP spans decoded and encoded again in their places,
     # the others forwarded as their bytes came (or, from OTLP/JSON, decoded whole).
     PARSED = "parsed"
-    # May hold an MCP span but does not decode in full (invalid UTF-8 in a string, nesting
-    # past the decoder's limit), while its framing is sound: forwarded as received, like a
-    # request without a marker, and not analysed. The bytes "mcp" decide nothing about
-    # what is refused: the next hop judges, and the forwarder isolates what it refuses.
+    # May hold an MCP span, but a resource, scope or span that holds a marker does not
+    # decode (invalid UTF-8 in a string, a corrupt length inside, nesting past the
+    # decoder's limit), while the framing down to the spans is sound: forwarded as
+    # received, like a request without a marker, and not analysed. The bytes "mcp"
+    # decide nothing about what is refused: the next hop judges, and the forwarder
+    # isolates what it refuses.
     UNREADABLE = "unreadable"
 
 

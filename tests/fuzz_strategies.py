@@ -653,3 +653,31 @@ def json_leaves(document: Any, draw: Draw) -> Any:
     if isinstance(document, list):
         return [json_leaves(v, draw) for v in document]
     return document
+
+
+# --- kept inputs -----------------------------------------------------------------------------
+
+
+def corrupt_service_name() -> bytes:
+    """Issue 29's shape (185 bytes, found by fuzzing): a request whose only markers, b"mcp"
+    and b"tool", are in its resource's service.name, whose string length is corrupt (127,
+    past the end of its value), around one plain HTTP span. Its framing down to the spans
+    holds; the resource does not decode, and neither does the request."""
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    resource_spans.resource.attributes.extend(
+        key_values({"service.name": "mcp-tool-gateway", "telemetry.sdk.language": "python"})
+    )
+    scope_spans = resource_spans.scope_spans.add()
+    scope_spans.scope.name = "opentelemetry.instrumentation.requests"
+    scope_spans.spans.add(  # a plain span: no marker in it
+        trace_id=bytes(range(1, 17)),
+        span_id=bytes(range(1, 9)),
+        name="GET /orders/",
+        kind=Span.SPAN_KIND_CLIENT,
+        start_time_unix_nano=START_NS,
+        end_time_unix_nano=START_NS + 250_000_000,
+    )
+    payload = request.SerializeToString()
+    length = payload.index(b"\x10mcp-tool-gateway")  # the string's length, 16
+    return payload[:length] + b"\x7f" + payload[length + 1 :]

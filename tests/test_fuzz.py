@@ -36,9 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from prometheus_client import CollectorRegistry, generate_latest
 
 from processor.advisories import convert
@@ -57,12 +61,14 @@ from processor.errors import InvalidRequest
 from processor.pipeline import Pipeline
 from processor.receive.codec import gunzip_capped, request_from_json
 from processor.sender import Sender
+from processor.sparse import ShallowRequest
 from processor.stage import (
     Prepared,
     Stage,
     StagePath,
     count_spans_shallow,
     halve_request,
+    may_hold_mcp,
     split_request,
 )
 from processor.strip import StripAfter
@@ -79,6 +85,7 @@ from tests.fuzz_strategies import (
     Scenario,
     ScopeSpec,
     SpanSpec,
+    corrupt_service_name,
     json_leaves,
     mutated,
     pools,
@@ -266,9 +273,7 @@ def check_forwarded(prepared: Prepared, received: int, payload: bytes | None = N
         assert payload is not None and prepared.payload == payload
         assert prepared.rejected_spans == 0
     else:
-        assert span_count(ExportTraceServiceRequest.FromString(prepared.payload)) == (
-            prepared.span_count
-        )
+        check_analysed(prepared, payload)
     # What the forwarder does with the bytes: counts, splits and halves them unparsed.
     assert count_spans_shallow(prepared.payload) == prepared.span_count
     pieces = split_request(prepared.payload, 512)
@@ -276,6 +281,33 @@ def check_forwarded(prepared: Prepared, received: int, payload: bytes | None = N
     for piece, n in pieces:
         assert count_spans_shallow(piece) == n
     assert sum(n for _, n in halve_request(prepared.payload)) == prepared.span_count
+
+
+def check_analysed(prepared: Prepared, payload: bytes | None) -> None:
+    """What "parsed" promises (docs/delivery.md): every resource, scope and span that holds
+    a marker decodes (what made the request a candidate was read, not guessed at; one that
+    does not decode makes it unreadable), and a request that decoded whole still does.
+    Spans without a marker keep their bytes, and are the next hop's to judge."""
+    whole = True  # OTLP/JSON: the codec decoded it whole
+    if payload is not None:
+        try:
+            ExportTraceServiceRequest.FromString(payload)
+        except DecodeError:
+            whole = False
+    if whole:
+        assert span_count(ExportTraceServiceRequest.FromString(prepared.payload)) == (
+            prepared.span_count
+        )
+    shallow: Any = ShallowRequest.FromString(prepared.payload)
+    for resource in shallow.children:
+        if may_hold_mcp(resource.resource):
+            Resource.FromString(resource.resource)
+        for scope in resource.children:
+            if may_hold_mcp(scope.scope):
+                InstrumentationScope.FromString(scope.scope)
+            for span in scope.spans:
+                if may_hold_mcp(span):
+                    Span.FromString(span)
 
 
 def ingest(rig: Rig, spec: RequestSpec) -> None:
@@ -555,6 +587,18 @@ BYTES_REGRESSIONS = {
     # codec.request_from_json (codec.py:63), which catches only ParseError: the HTTP
     # receiver answers 500 with a traceback in the log instead of 400.
     "json-surrogate-key": b'{"\\udc00": 1}',
+    # Issue 29, found by this fuzz: a request whose markers sit only in a service.name with
+    # a corrupt length (185 bytes). The stage read its spans (none an MCP span), never its
+    # resource, and labelled it "parsed": a request that does not decode, forwarded as it
+    # came, counted as analysed. check_forwarded refused it.
+    "mcp-marker-in-a-corrupt-service-name": corrupt_service_name(),
+    # Found by this fuzz in CI: a varint where the request's first resource spans belong
+    # (b"\x08 "), before a sound resource whose scope is "fastmcp". The request does not
+    # decode whole, but every part that holds a marker does: "parsed", with the rest left
+    # to the next hop (check_analysed; the old check demanded a whole decode of it).
+    "varint-before-a-fastmcp-scope": (
+        b"\x08 \n\x11\n\x0f\n\ttenant.id\x12\x02\n\x00\x12\x0b\n\t\n\x07fastmcp"
+    ),
 }
 
 
