@@ -2,7 +2,8 @@
 
 Messages quote names outsiders chose (tools, servers, turns), so a record is escaped to one
 inert line whatever they hold; and a warning or error an outsider can repeat at will is
-let through a few times a window, then counted, so it cannot flood the log. What an
+let through a few times a window, then counted, so it cannot flood the log (the count is
+told on the next line of its kind, or at exit, so none goes untold). What an
 exception says may quote a sender's bytes (a header with its token, a URL with its
 password): it is redacted as a tool's error text is. aiohttp's own errors for a request it
 could not parse quote the raw request, so they are logged as one line that names the
@@ -11,6 +12,7 @@ error and the peer, never the bytes.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import re
 import sys
@@ -126,6 +128,28 @@ class RepeatLimit(logging.Filter):
         # Handler.handle() runs its filters before it takes its own lock.
         self._lock = threading.Lock()
 
+    def untold(self) -> list[logging.LogRecord]:
+        """One record per kind whose suppressed count no later record has told yet (the
+        window is forgotten): at exit, when no record of that kind may come again."""
+        now = self._clock()
+        with self._lock:
+            cut = [(key, w) for key, w in self._windows.items() if w.suppressed]
+            for key, _ in cut:
+                del self._windows[key]
+        records = []
+        for (name, level, template), window in cut:
+            record = logging.LogRecord(
+                name,
+                level,
+                __file__,
+                0,
+                "suppressed %d similar messages in the last %.0f s: %s",
+                (window.suppressed, now - window.start, template),
+                None,
+            )
+            records.append(record)
+        return records
+
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < RATE_LIMITED_FROM and not getattr(
             record, "mcp_breaker_sender_driven", False
@@ -186,6 +210,25 @@ class UnparsableRequest(logging.Filter):
         return True
 
 
+# The handler configure() installed, and its rate limit: what is told at exit.
+_installed: list[tuple[logging.Handler, RepeatLimit]] = []
+
+
+def tell_untold() -> None:
+    """Write what the rate limit suppressed and has not told yet, one line per kind.
+
+    Run at exit (registered by ``configure``): a flood that stopped before its window
+    ended would otherwise leave no trace of its size. The lines go to the handler itself,
+    past its filter: they are the filter's own report."""
+    for handler, limit in _installed:
+        for record in limit.untold():
+            handler.acquire()
+            try:
+                handler.emit(record)
+            finally:
+                handler.release()
+
+
 def configure(
     level: LogLevel, *, clock: Callable[[], float] = time.monotonic, process: str = ""
 ) -> None:
@@ -193,7 +236,11 @@ def configure(
     handler = logging.StreamHandler(sys.stderr)
     form = FORMAT.replace("%(name)s", f"[{process}] %(name)s") if process else FORMAT
     handler.setFormatter(OneLineFormatter(form))
-    handler.addFilter(RepeatLimit(clock=clock))
+    limit = RepeatLimit(clock=clock)
+    handler.addFilter(limit)
+    if not _installed:  # registered after logging's own: runs before it closes the handlers
+        atexit.register(tell_untold)
+    _installed[:] = [(handler, limit)]
     root = logging.getLogger()
     root.handlers[:] = [handler]  # on the root handler: every logger's records pass here
     root.setLevel(level.value.upper())

@@ -55,6 +55,7 @@ from processor.receive import http as http_receiver
 from processor.receive.connections import ConnectionLimit
 from processor.receive.gate import Gate
 from processor.receive.intake import Intake
+from processor.receive.portgate import INTERNAL_HOST, GatePeers, PortGate
 from processor.stage import SpanHook, Stage
 from processor.state.replica import SharedState
 from processor.state.store import RedisStore, client_for
@@ -62,6 +63,7 @@ from processor.strip import StripAfter
 from processor.telemetry import http as telemetry_http
 from processor.telemetry.advisories import AdvisoryCollector
 from processor.telemetry.findings import FindingMetrics
+from processor.telemetry.gates import GateCollector
 from processor.telemetry.metrics import ConnectionCollector, QueueCollector, SelfMetrics
 from processor.telemetry.state import SharedStateCollector
 from processor.telemetry.stores import StoreCollector
@@ -79,6 +81,28 @@ ADVISORY_STOP_GRACE_S = 1.0  # subscribers' streams are cut at shutdown; they re
 # The telemetry port answers scrapes and probes: a few connections, briefly held.
 TELEMETRY_MAX_CONNECTIONS = 128
 TELEMETRY_IDLE_TIMEOUT_S = 30.0
+# Connections each gRPC port's gate holds (processor/receive/portgate.py). At the cap the
+# quietest idle one makes room, so more exporters than this still get in, by turns.
+GRPC_MAX_CONNECTIONS = 512
+# The advisory port: one per subscriber stream at most, and some for Check callers.
+ADVISORY_SPARE_CONNECTIONS = 64
+# A gated connection holds three descriptors (the caller's, and both ends of the relay
+# to gRPC); what the caps may take is kept under the open-files limit, less this for
+# everything else (logs, the disk queue, Redis, the next hop, gRPC's own).
+GATED_DESCRIPTORS = 3
+RESERVED_DESCRIPTORS = 64
+# HTTP/2 streams one client may have open on a connection (SETTINGS_MAX_CONCURRENT_STREAMS;
+# grpc-core's default is unlimited). With grpc-core's overload protection (on by
+# default, and set here so it stays on) a stream counts until gRPC has freed it, not only
+# until the client resets it: a rapid-reset client gets REFUSED_STREAM past this many
+# instead of a call each. An OTLP exporter sends one export at a time per connection;
+# an advisory caller may hold up to advisories.max_subscribers_per_caller (100) streams.
+RECEIVER_MAX_STREAMS = 100
+ADVISORY_MAX_STREAMS = 128
+# Pings without data a client may send; a third too soon is a GOAWAY (too_many_pings)
+# from grpc-core itself. Its defaults, stated so they stay.
+MIN_PING_INTERVAL_WITHOUT_DATA_MS = 5 * 60 * 1000
+MAX_PING_STRIKES = 2
 
 
 class ExitStatus(enum.IntEnum):
@@ -119,16 +143,25 @@ def _bind_error(endpoint: str) -> OSError | None:
 
 
 def _grpc_server(
-    max_receive_bytes: int, limits: GrpcReceiverConfig | None = None, reuse_port: bool = False
+    max_receive_bytes: int,
+    gate: PortGate,
+    limits: GrpcReceiverConfig | None = None,
+    max_streams: int = RECEIVER_MAX_STREAMS,
 ) -> grpc.aio.Server:
+    """A gRPC server for the internal port behind ``gate`` (which owns the public one, so
+    no two instances share it: gRPC's port sharing is off)."""
     options: list[tuple[str, int]] = [
         ("grpc.max_receive_message_length", max_receive_bytes),
-        # gRPC shares ports by default; a second instance must fail, not split traffic,
-        # unless it is one of the workers that share the port on purpose.
-        ("grpc.so_reuseport", 1 if reuse_port else 0),
+        ("grpc.so_reuseport", 0),
+        # Against stream floods and rapid reset (CVE-2023-44487): see the constants.
+        ("grpc.max_concurrent_streams", max_streams),
+        ("grpc.http.overload_protection", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", MIN_PING_INTERVAL_WITHOUT_DATA_MS),
+        ("grpc.http2.max_ping_strikes", MAX_PING_STRIKES),
     ]
+    interceptors = (GatePeers(gate),)
     if limits is None:
-        return grpc.aio.server(options=options)
+        return grpc.aio.server(options=options, interceptors=interceptors)
     # What an outsider's connections may hold: idle ones are closed, old ones recycled (an
     # OTLP exporter reconnects by itself), dead peers found by keepalive pings, and a
     # connection that never completes its handshake dropped.
@@ -143,11 +176,24 @@ def _grpc_server(
     # max_concurrent_rpcs is enforced by the export handler, which tells a sender to retry;
     # gRPC's own limit, twice it, is a backstop (its RESOURCE_EXHAUSTED carries no delay).
     backstop = GRPC_BACKSTOP_FACTOR * limits.max_concurrent_rpcs
-    return grpc.aio.server(options=options, maximum_concurrent_rpcs=backstop)
+    return grpc.aio.server(
+        options=options, interceptors=interceptors, maximum_concurrent_rpcs=backstop
+    )
 
 
 def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
+
+
+def gated_caps(wanted: dict[str, int], ungated: int, open_files: int) -> dict[str, int]:
+    """The gated ports' connection caps, cut in proportion where ``wanted`` would take
+    more descriptors than ``open_files`` leaves once ``ungated`` connections (the HTTP
+    ports', one descriptor each) and the reserve are counted; at least one each."""
+    room = max(0, open_files - RESERVED_DESCRIPTORS - ungated) // GATED_DESCRIPTORS
+    total = sum(wanted.values())
+    if total <= room:
+        return dict(wanted)
+    return {name: max(1, cap * room // total) for name, cap in wanted.items()}
 
 
 def raise_open_files_limit() -> None:
@@ -289,7 +335,16 @@ class Service:
         self._runners: dict[str, web.AppRunner] = {}
         self._listeners: dict[str, asyncio.Server] = {}  # by name, as the runners
         self._http_connections = ConnectionLimit(config.receivers.http.max_connections)
-        self.registry.register(ConnectionCollector("http", self._http_connections))
+        # The gRPC ports' gates: caps fitted to the open-files limit at start.
+        self._gates = {
+            "grpc": PortGate(ConnectionLimit(GRPC_MAX_CONNECTIONS)),
+            "advisories": PortGate(
+                ConnectionLimit(config.advisories.max_subscribers + ADVISORY_SPARE_CONNECTIONS)
+            ),
+        }
+        limits = {name: gate.limit for name, gate in self._gates.items()}
+        self.registry.register(ConnectionCollector({"http": self._http_connections, **limits}))
+        self.registry.register(GateCollector(self._gates))
         self._started = False  # serving now (readiness)
         self._opened = False  # start() completed: intake was open, spans may have come
 
@@ -362,20 +417,58 @@ class Service:
         self._opened = True
         self._log_started()
 
+    def _fit_gated_caps(self) -> None:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == resource.RLIM_INFINITY:
+            return
+        http = self.config.receivers.http
+        ungated = (http.max_connections if http.enabled else 0) + TELEMETRY_MAX_CONNECTIONS
+        wanted = {name: gate.limit.cap for name, gate in self._gates.items()}
+        caps = gated_caps(wanted, ungated, soft)
+        if caps != wanted:
+            log.warning(
+                "open files limited to %d: gRPC connection caps cut to %s (from %s) so "
+                "that connections cannot exhaust descriptors; raise the limit (ulimit -n)",
+                soft,
+                caps,
+                wanted,
+            )
+        for name, cap in caps.items():
+            self._gates[name].limit.cap = cap
+
+    async def _start_gate(
+        self,
+        name: str,
+        server: grpc.aio.Server,
+        credentials: grpc.ServerCredentials | None,
+        listen: tuple[str, str, str],
+    ) -> int:
+        """Binds ``server`` to an internal port and opens its public one (``listen``: the
+        endpoint, what listens, its key) through the gate; returns the public port."""
+        endpoint, what, key = listen
+        sock = _listen(endpoint, what, key, self._reuse_port)
+        try:
+            internal = _bind(server, f"{INTERNAL_HOST}:0", credentials, what, key)
+            await server.start()
+            await self._gates[name].start(sock, internal)
+        except BaseException:
+            sock.close()
+            raise
+        return int(sock.getsockname()[1])
+
     async def _start_grpc(self, intake: Intake, gate: Gate) -> None:
         receivers = self.config.receivers
-        server = _grpc_server(
-            receivers.grpc.max_recv_msg_bytes, receivers.grpc, reuse_port=self._reuse_port
-        )
+        self._fit_gated_caps()
+        gated = self._gates["grpc"]
+        server = _grpc_server(receivers.grpc.max_recv_msg_bytes, gated, receivers.grpc)
         handler = grpc_receiver.trace_service_handler(
             intake, gate, max_in_progress=receivers.grpc.max_concurrent_rpcs
         )
         server.add_generic_rpc_handlers((handler,))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         credentials = grpc_server_credentials(receivers.tls, "receivers.tls")
-        endpoint = receivers.grpc.endpoint
-        port = _bind(server, endpoint, credentials, "OTLP/gRPC receiver", "receivers.grpc.endpoint")
-        await server.start()
+        listen = (receivers.grpc.endpoint, "OTLP/gRPC receiver", "receivers.grpc.endpoint")
+        port = await self._start_gate("grpc", server, credentials, listen)
         self._grpc_server = server
         self.ports["otlp_grpc"] = port
         for name in ("", SERVICE_NAME):
@@ -383,12 +476,16 @@ class Service:
 
     async def _start_advisories(self, advisories: AdvisoryService) -> None:
         config = self.config.advisories
-        server = _grpc_server(ADVISORY_MAX_MESSAGE_BYTES, reuse_port=self._reuse_port)
+        if not self.config.receivers.grpc.enabled:
+            self._fit_gated_caps()
+        server = _grpc_server(
+            ADVISORY_MAX_MESSAGE_BYTES, self._gates["advisories"], max_streams=ADVISORY_MAX_STREAMS
+        )
         pb_grpc.add_AdvisoriesServicer_to_server(AdvisoriesServicer(advisories), server)  # type: ignore[no-untyped-call]
         pb_grpc.add_AdminServicer_to_server(AdminServicer(advisories), server)  # type: ignore[no-untyped-call]
         credentials = grpc_server_credentials(config.tls, "advisories.tls")
-        port = _bind(server, config.endpoint, credentials, "advisories", "advisories.endpoint")
-        await server.start()
+        listen = (config.endpoint, "advisories", "advisories.endpoint")
+        port = await self._start_gate("advisories", server, credentials, listen)
         self._advisory_server = server
         self.ports["advisories"] = port
 
@@ -545,13 +642,17 @@ class Service:
         self._started = False
         await self._health.enter_graceful_shutdown()
         if self._grpc_server is not None:
+            self._gates["grpc"].stop_accepting()  # held connections stay for their calls
             await self._grpc_server.stop(RECEIVER_STOP_GRACE_S)
+            self._gates["grpc"].close()
         if "otlp_http" in self._listeners:
             self._listeners.pop("otlp_http").close()  # no new connections
         if "otlp_http" in self._runners:
             await self._runners.pop("otlp_http").cleanup()
         if self._advisory_server is not None:
+            self._gates["advisories"].stop_accepting()
             await self._advisory_server.stop(ADVISORY_STOP_GRACE_S)
+            self._gates["advisories"].close()
         if self._ticker is not None:
             self._ticker.cancel()
             self.pipeline.flush()

@@ -10,6 +10,7 @@ log is kept in a file. The helpers speak to it as harnesses and SREs do: OTLP/gR
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import grpc
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -138,6 +140,18 @@ def circuits_of(state: pb.GetStateResponse) -> dict[tuple[int, str, str], tuple[
     }
 
 
+class FreshIds(IdGenerator):
+    """Ids from the operating system: the SDK's default draws from ``random``, which
+    hypothesis seeds alike for every example, so a second example would send the first
+    one's ids again and the service would ignore them as an exporter's retry."""
+
+    def generate_span_id(self) -> int:
+        return secrets.randbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return secrets.randbits(128) or 1
+
+
 def tool_calls(
     turns: list[str],
     *,
@@ -148,7 +162,7 @@ def tool_calls(
 ) -> list[ReadableSpan]:
     """One ``mcp.tool.call`` span per turn, a second apart, ending now-ish (span time)."""
     memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=RESOURCE)
+    provider = TracerProvider(resource=RESOURCE, id_generator=FreshIds())
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("replicas.harness")
     start = start_ns if start_ns is not None else time.time_ns() - len(turns) * 10**9

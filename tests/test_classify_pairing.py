@@ -8,13 +8,14 @@ and named, never raised on.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags
 
 from processor.classify.classifier import Classifier, SpanFate
 from processor.classify.dialects import MAX_LAYERS
@@ -650,6 +651,9 @@ def nested_client_half(span: int = 1, parent: int = 10) -> Span:
     ],
 )
 def test_sdk_spans_nested_under_a_harness_span_are_the_same_call(order: tuple[str, ...]) -> None:
+    """From exporters that do not say where a span's parent is (span flags unset): each
+    decided half goes out at once. The SDK's own exporters say it: see "order-free
+    pairing" below, where every order is the same call."""
     spans = {"harness": harness_call(), "sdk": nested_client_half(), "server": server_half()}
     fake = FakeClock()
     events: list[Event] = []
@@ -741,3 +745,264 @@ def test_a_cycle_of_parent_ids_and_a_chain_past_max_layers_lose_no_span() -> Non
         inner.parent_span_id = outer.span_id
     (call,) = accounted(FakeClock(), chain)
     assert len(call.span_ids) == MAX_LAYERS + 1  # the outermost and the layers it follows
+
+
+# --- order-free pairing: every arrival order, one call, read the same -----------------------
+#
+# The OpenTelemetry SDKs' OTLP exporters say in each span's flags whether its parent is in
+# the same process (a harness's span over the SDK's client span) or came over the wire (a
+# server span, its parent the caller's span). These tests set the flags as they do.
+
+LOCAL_PARENT = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+REMOTE_PARENT = LOCAL_PARENT | SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+HARNESS_ARGUMENTS = '{"query": "pricing"}'
+
+
+def flagged(span: Span, flags: int) -> Span:
+    span.flags = flags
+    return span
+
+
+def billing_harness_call(span: int = 10, *, outcome: str = "failed") -> Span:
+    """The client library's ``mcp.tool.call`` span: it names the server, the turn and the
+    arguments, and says how the call ended for the model."""
+    attributes = {
+        "mcp.tool.name": TOOL,
+        "mcp.server.name": "billing",
+        "mcp.tool.outcome": outcome,
+        "mcp.tool.arguments": HARNESS_ARGUMENTS,
+        "mcp.turn.id": "turn-1",
+    }
+    if outcome == "failed":
+        attributes["mcp.tool.error"] = "billing backend unreachable"
+        attributes["mcp.tool.failure_class"] = "tool_error"
+    return make_span("mcp.tool.call", attributes, kind=CLIENT, span=span)
+
+
+def call_spans(*, sdk: bool, outcome: str = "failed") -> dict[str, Span]:
+    """One call: the harness's span, the SDK's client span under it (when the harness
+    records it) and the mcp SDK server's span, which names no server; its parent is the
+    span that sent the request."""
+    spans = {"harness": billing_harness_call(outcome=outcome)}
+    if sdk:
+        spans["sdk"] = flagged(nested_client_half(1, parent=10), LOCAL_PARENT)
+    parent = 1 if sdk else 10
+    spans["server"] = flagged(
+        server_half(2, parent=parent, failed=outcome == "failed"), REMOTE_PARENT
+    )
+    return spans
+
+
+def told(events: list[Event]) -> list[tuple[str | None, str, Outcome, FailureClass | None]]:
+    return [(c.server, c.turn, c.outcome, c.failure_class) for c in calls_in(events)]
+
+
+HARNESS_VIEW = [("billing", "turn-1", Outcome.FAILED, FailureClass.TOOL_ERROR)]
+
+
+def arrivals(names: tuple[str, ...]) -> list[tuple[tuple[str, ...], ...]]:
+    """Every order of ``names``, and every way of cutting each order into requests."""
+    found = []
+    for order in itertools.permutations(names):
+        for cuts in itertools.product((False, True), repeat=len(order) - 1):
+            requests, current = [], [order[0]]
+            for name, cut in zip(order[1:], cuts, strict=True):
+                if cut:
+                    requests.append(tuple(current))
+                    current = []
+                current.append(name)
+            requests.append(tuple(current))
+            found.append(tuple(requests))
+    return found
+
+
+@pytest.mark.parametrize("sdk", [False, True], ids=["harness and server", "with SDK span"])
+def test_every_arrival_order_and_split_is_one_call_with_the_harness_view(sdk: bool) -> None:
+    """Server first (a prompt server exporter) or client first, in one request or many:
+    one call, named and turned as the harness names it, its verdict the harness's."""
+    names = ("harness", "sdk", "server") if sdk else ("harness", "server")
+    for requests in arrivals(names):
+        spans = call_spans(sdk=sdk)
+        fake = FakeClock()
+        events: list[Event] = []
+        for request in requests:
+            events += fake.classify(as_request([spans[name] for name in request]))
+            fake.now += 0.2
+        events += fake.advance(3600.0)
+        assert told(events) == HARNESS_VIEW, requests
+        (call,) = calls_in(events)
+        assert call.fingerprint is not None, requests  # from the harness's arguments
+        assert fake.classifier.pending_calls == 0
+        assert fake.classifier.stats.unpaired == 0, requests
+
+
+def test_a_server_half_whose_caller_records_spans_waits_for_its_client_half() -> None:
+    """The server's half came first (its exporter sends each span as it ends, before the
+    reply): its request carried the caller's trace context, so it is held; the harness's
+    span, from a batch seconds later, completes the call instead of adding one."""
+    spans = call_spans(sdk=False)
+    fake = FakeClock()
+    assert fake.classify(spans["server"]) == []
+    assert fake.classifier.pending_calls == 1
+    fake.now += 5.0  # the harness's batch span processor's delay
+    call = only_call(fake.classify(spans["harness"]))
+    assert (call.server, call.turn) == ("billing", "turn-1")
+    assert set(call.span_ids) == {span_id(10), span_id(2)}
+
+
+def test_a_server_half_with_no_remote_caller_goes_out_at_once() -> None:
+    """No caller's context came with its request (a parent in its own process, or an
+    exporter that does not say): nothing else will tell its call, which is decided now."""
+    fake = FakeClock()
+    local = flagged(server_half(2, parent=7), LOCAL_PARENT)
+    assert verdicts(fake.classify(local)) == [(Outcome.FAILED, FailureClass.TOOL_ERROR)]
+    assert fake.classifier.pending_calls == 0
+
+
+def test_a_held_server_half_whose_client_never_comes_is_decided_alone_with_its_verdict() -> None:
+    """A caller that propagates context but exports its spans elsewhere: after pair_wait_s
+    the server's half tells the call, as it would have at once."""
+    fake = FakeClock()
+    server = flagged(server_half(2, parent=10), REMOTE_PARENT)
+    assert fake.classify(server) == []
+    assert fake.advance(DEFAULT_PAIR_WAIT_S * 0.99) == []
+    late = fake.advance(DEFAULT_PAIR_WAIT_S * 0.02)
+    assert verdicts(late) == [(Outcome.FAILED, FailureClass.TOOL_ERROR)]
+    assert fake.classifier.stats.unpaired == 1
+
+
+def test_a_half_after_its_call_was_decided_alone_is_absorbed_not_counted() -> None:
+    """The harness's span comes after the pairing window, when the server's half was
+    decided alone (no server named): it adds no second call. The decision already
+    published stands (the breaker and the metrics took it); the late span goes on marked
+    as told by its call elsewhere."""
+    spans = call_spans(sdk=False)
+    fake = FakeClock()
+    fake.classify(spans["server"])
+    alone = fake.advance(DEFAULT_PAIR_WAIT_S + 1)
+    assert told(alone) == [(None, alone[0].turn, Outcome.FAILED, FailureClass.TOOL_ERROR)]
+    fake.now += 60.0
+    assert fake.classify(spans["harness"]) == []
+    assert fake.classifier.undecided[span_id(10)][1] is SpanFate.ELSEWHERE
+    assert fake.advance(3600.0) == []
+
+
+def test_a_late_server_half_after_the_harness_decided_refines_nothing_and_adds_nothing() -> None:
+    """The harness's span went out at once (it names its server and says how the call
+    ended); the server's half, from a batch later, says otherwise (ok). The harness's view
+    is the call's verdict in every order, so the late half has nothing to change."""
+    harness = billing_harness_call(outcome="failed")
+    server = flagged(server_half(2, parent=10, failed=False), REMOTE_PARENT)
+    for first, second in ((harness, server), (server, harness)):
+        fake = FakeClock()
+        events = fake.classify(first)
+        fake.now += 3.0
+        events += fake.classify(second) + fake.advance(3600.0)
+        assert told(events) == HARNESS_VIEW
+
+
+@pytest.mark.parametrize(
+    ("client", "server", "expected"),
+    [
+        pytest.param("ok", True, (Outcome.OK, None), id="the harness says ok, the server failed"),
+        pytest.param(
+            "failed", False, (Outcome.FAILED, FailureClass.TOOL_ERROR), id="and the reverse"
+        ),
+    ],
+)
+def test_the_call_verdict_is_the_harness_view_whichever_half_arrives_first(
+    client: str, server: bool, expected: tuple[Outcome, FailureClass | None]
+) -> None:
+    harness = billing_harness_call(outcome=client)
+    server_span = flagged(server_half(2, parent=10, failed=server), REMOTE_PARENT)
+    seen = set()
+    for order in ((harness, server_span), (server_span, harness)):
+        fake = FakeClock()
+        events = fake.classify(order[0]) + fake.classify(order[1]) + fake.advance(3600.0)
+        seen.add(tuple(verdicts(events)))
+    assert seen == {(expected,)}
+
+
+def test_an_undecided_sdk_client_half_takes_the_server_half_verdict() -> None:
+    """The SDK leaves its client span UNSET: the server's half says how the call ended,
+    whichever comes first."""
+    for order in (("sdk", "server"), ("server", "sdk")):
+        client = client_half(1)
+        server = flagged(server_half(2, parent=1), REMOTE_PARENT)
+        spans = {"sdk": client, "server": server}
+        fake = FakeClock()
+        events = fake.classify(spans[order[0]]) + fake.classify(spans[order[1]])
+        assert verdicts(events + fake.advance(3600.0)) == [
+            (Outcome.FAILED, FailureClass.TOOL_ERROR)
+        ]
+
+
+def test_a_paired_call_no_span_names_waits_for_the_layer_over_its_client_half() -> None:
+    """The SDK's client span and the server's span paired before the harness's span over
+    them came (a prompt exporter sent the SDK span as it ended, the harness's a moment
+    later): the call names no server yet, so it waits for that layer, which names it."""
+    spans = call_spans(sdk=True)
+    fake = FakeClock()
+    assert fake.classify(spans["server"]) + fake.classify(spans["sdk"]) == []
+    assert fake.classifier.pending_calls == 1
+    assert told(fake.classify(spans["harness"])) == HARNESS_VIEW
+    assert fake.classifier.stats.unpaired == 0
+
+
+def test_a_paired_call_with_nothing_over_it_is_decided_after_the_wait_as_paired() -> None:
+    """No layer comes (the SDK span's parent is the agent's turn span): the pair is
+    decided after pair_wait_s, as one call, and not counted as unpaired."""
+    fake = FakeClock()
+    sdk = flagged(client_half(1, attributes={}), LOCAL_PARENT)
+    sdk.parent_span_id = span_id(99)
+    server = flagged(server_half(2, parent=1), REMOTE_PARENT)
+    assert fake.classify(sdk, server) == []
+    call = only_call(fake.advance(DEFAULT_PAIR_WAIT_S))
+    assert set(call.span_ids) == {span_id(1), span_id(2)}
+    assert (call.outcome, fake.classifier.stats.unpaired) == (Outcome.FAILED, 0)
+
+
+def framework_call(*, server_name: str | None = None) -> dict[str, Span]:
+    """framework > SDK client > server: the framework's span reads the result body (a
+    hidden failure the server's half calls ok); the server names itself or not."""
+    framework = framework_span(3, result=HIDDEN_BODY)
+    sdk = flagged(client_half(1, attributes={}), LOCAL_PARENT)
+    sdk.parent_span_id = framework.span_id
+    named = {"fastmcp.server.name": server_name} if server_name else {}
+    server = flagged(server_half(2, parent=1, failed=False, attributes=named), REMOTE_PARENT)
+    return {"framework": framework, "sdk": sdk, "server": server}
+
+
+def test_a_framework_layer_over_a_call_is_the_same_call_read_the_same_in_any_order() -> None:
+    """Each span in its own request, in every order: one call, with the framework's
+    verdict; the pair of SDK and server spans that names no server waits for it."""
+    seen = set()
+    for order in itertools.permutations(("framework", "sdk", "server")):
+        spans = framework_call()
+        fake = FakeClock()
+        events: list[Event] = []
+        for name in order:
+            events += fake.classify(spans[name])
+            fake.now += 0.2
+        events += fake.advance(3600.0)
+        (call,) = calls_in(events)
+        seen.add((call.server, call.outcome, call.failure_class))
+    assert seen == {(None, Outcome.FAILED, FailureClass.HIDDEN)}
+
+
+def test_the_limit_a_named_pair_decided_before_the_framework_layer_keeps_its_verdict() -> None:
+    """The limit (docs/conventions.md): a server that names itself, paired with the SDK's
+    client span before the framework's span over them came, tells the call then (it has
+    its name; waiting for every layer would hold every SDK call for pair_wait_s). The
+    framework's span, later, is absorbed: counted once, its hidden failure not applied."""
+    spans = framework_call(server_name="docs")
+    fake = FakeClock()
+    events = fake.classify(spans["sdk"]) + fake.classify(spans["server"])
+    assert told(events) == [("docs", events[0].turn, Outcome.OK, None)]
+    assert fake.classify(spans["framework"]) + fake.advance(3600.0) == []
+    # Exported together, as one process's batch does, the framework's span is read.
+    fake = FakeClock()
+    spans = framework_call(server_name="docs")
+    events = fake.classify(spans["server"])
+    events += fake.classify(as_request([spans["sdk"], spans["framework"]]))
+    assert verdicts(events) == [(Outcome.FAILED, FailureClass.HIDDEN)]

@@ -839,6 +839,17 @@ def test_the_prometheus_rule_holds_the_alert_file_byte_for_byte(tmp_path: Path) 
     assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
 
 
+def test_the_prometheus_rule_pages_when_replicas_split() -> None:
+    """The chart's rule carries the split alert (issue 27) as the file has it: a replica
+    deciding alone keeps /readyz at 200, so only this pages."""
+    values = {**example_values("with-redis-and-3-replicas"), "prometheusRule": {"enabled": True}}
+    rule = one(render(values), "PrometheusRule")
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    split = alerts["MCPBreakerReplicasSplit"]
+    assert split["expr"].strip() == "min by (job, instance) (mcp_breaker_shared_state_up) == 0"
+    assert (split["for"], split["labels"]["severity"]) == ("5m", "critical")
+
+
 def test_the_dashboard_config_map_holds_the_dashboard_file() -> None:
     link = CHART_DIR / "files" / "mcp-breaker.json"
     assert link.is_symlink() and link.resolve() == DASHBOARD.resolve()

@@ -179,3 +179,35 @@ def test_the_limit_holds_a_bounded_number_of_kinds() -> None:
 
     assert [passes("a"), passes("a"), passes("b"), passes("c")] == [True, False, True, True]
     assert passes("a")  # its window was dropped, the oldest, to make room for "c"
+
+
+def test_what_is_suppressed_and_untold_is_told_at_exit(log: Log) -> None:
+    """A flood that stops inside its window has no later line to carry its count: the
+    exit hook writes it, one line per kind, and only once."""
+    logger = logging.getLogger("processor.advisories.service")
+    for n in range(300):
+        logger.info("advisories: %s subscribed", f"harness-{n}", extra=logs.SENDER_DRIVEN)
+        log.clock.now += 0.01
+    logger.warning("next hop refused")  # told, nothing suppressed: no line for it at exit
+    logs.tell_untold()
+    logs.tell_untold()
+    lines = log.lines()
+    assert len(lines) == logs.REPEATS_PER_WINDOW + 2
+    assert lines[-1].endswith(
+        "INFO    processor.advisories.service: suppressed 295 similar messages in the last "
+        "3 s: advisories: %s subscribed"
+    )
+
+
+def test_a_count_told_at_exit_is_not_told_again() -> None:
+    clock = Clock()
+    limit = logs.RepeatLimit(limit=1, clock=clock)
+    record = {"msg": "refused %s", "args": ("x",), "levelno": logging.WARNING}
+    assert [limit.filter(logging.makeLogRecord(record)) for _ in range(3)] == [True, False, False]
+    (untold,) = limit.untold()
+    assert untold.getMessage().startswith("suppressed 2 similar messages")
+    assert limit.untold() == []
+    clock.now += 1
+    later = logging.makeLogRecord(record)
+    assert limit.filter(later)  # a new window, with nothing to tell
+    assert not getattr(later, "mcp_breaker_suppressed", "")

@@ -2,10 +2,11 @@
 by the command: the figures the seed's author counted by hand, from the report.
 
 What follows from the seed itself: every call to ``playwright__browser_navigate`` in the
-window failed (17 calls, 0 successes); the 01:06 turn made 8 calls, 7 of them repeats of
-its first failure within the turn, and the eighth, its first call, came while the server
-circuit was open from the earlier turns' failures (8 dead calls); three seconds a call;
-21 of the 25 listings are the old instrument's ``reached: 0, cached: true``.
+window failed (17 calls, 0 successes); three seconds a call; 21 of the 25 listings are the
+old instrument's ``reached: 0, cached: true``. Enforced, a refused call is never made: the
+earlier turns' repeats are refused within their turns and count for nothing, the server's
+circuit opens on the third turn's failure (00:40), its 01:00 probe fails, and the 01:06
+turn's 8 calls are all refused across turns, each quoting the streak's first failure.
 """
 
 from __future__ import annotations
@@ -61,20 +62,24 @@ def test_the_incident_turn(report: dict[str, Any], exports: list[list[ReadableSp
     turn = turn_of(report, INCIDENT_TURN)
     assert report["turns"]["worst"][0]["turn"] == INCIDENT_TURN  # worst first
     assert turn["calls"] == len(ROUNDS) == 8
-    assert turn["dead_within_turn"] == 7
-    assert turn["dead_across_turns"] == 1  # the server circuit was already open
+    # The server's circuit was open from the earlier turns: nothing of the turn was made,
+    # so no failure of its own blocked the rest within it.
+    assert turn["dead_within_turn"] == 0
+    assert turn["dead_across_turns"] == 8
     assert turn["dead_calls"]["count"] == 8
     assert turn["dead_calls"]["seconds"] == 8 * CALL_SECONDS
     assert turn["model_rounds_saved"] == 4  # rounds 5, 7, 9 and 11 only repeated dead calls
 
     incident = sorted(exports[-1], key=lambda s: s.start_time or 0)
-    first = incident[0].context.span_id.to_bytes(8, "big").hex()
     every = {s.context.span_id.to_bytes(8, "big").hex() for s in incident}
     assert ids(turn["dead_calls"]) == every  # each figure names its spans
-    repeats = {r["span_id"]: r for r in turn["repeated_failures"]}
-    assert repeats[first]["repeats"]["count"] == 7
-    assert ids(repeats[first]["repeats"]) == every - {first}
-    assert "upstream MCP session is closed" in repeats[first]["error"]
+    # Each refusal quotes the first failure of the circuit's streak: the 00:20 turn's.
+    (repeated,) = turn["repeated_failures"]
+    first_turn = sorted(exports[1], key=lambda s: s.start_time or 0)  # [0]: the listings
+    streak_start = first_turn[0].context.span_id.to_bytes(8, "big").hex()
+    assert repeated["span_id"] == streak_start
+    assert repeated["repeats"]["count"] == 8 and ids(repeated["repeats"]) == every
+    assert "upstream MCP session is closed" in repeated["error"]
 
 
 def test_the_listings(report: dict[str, Any]) -> None:
@@ -103,7 +108,7 @@ def test_the_text_report(seed_file: Path) -> None:
     result = analyze(str(seed_file))
     assert result.returncode == 0, result.stderr
     text = result.stdout
-    assert "8 calls, 8 failed, 8 dead (7 within the turn, 1 across turns)" in text
+    assert "8 calls, 8 failed, 8 refused (0 within the turn, 8 across turns)" in text
     assert f"{TOOL}  playwright     17   0      17" in text
     assert "25 listings: 21 ambiguous, 4 cold" in text
 
@@ -164,11 +169,15 @@ def test_a_sweep_moves_the_counterfactual_the_expected_way(
     assert [r["values"] for r in rows] == [{"breaker.min_calls": v} for v in ("2", "3", "5")]
     spared = [r["dead_calls_spared"] for r in rows]
     refused_good = [r["good_calls_refused"] for r in rows]
-    # Fewer calls needed to open: more dead calls spared, and more good calls refused.
+    refused = [r["would_refuse"] for r in rows]
+    # Fewer calls needed to open: as many dead calls spared or more, more good calls refused.
     assert spared[0] >= spared[1] >= spared[2]
     assert refused_good[0] >= refused_good[1] >= refused_good[2]
     assert refused_good[0] > refused_good[2] == 0
-    assert spared[0] > spared[2]
+    # Wherever the dead server's circuit opens, its repeats in a turn are refused within the
+    # turn anyway, and never made: no more of them to spare. The flaky server opens after
+    # two failures with min_calls 2, and the calls of its recovery are refused.
+    assert refused[0] > refused[2] and spared[0] == spared[2]
     # The report itself is the configuration as given (the default min_calls, 3).
     assert report["counterfactual"]["dead_calls_spared"]["count"] == spared[1]
 

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from processor.advisories import admin
 from processor.advisories.hub import position_seq
 from processor.advisories.service import AdvisoryService
 from processor.classify.classifier import Classifier
@@ -30,7 +31,8 @@ from processor.classify.events import (
     ToolListing,
     Verdict,
 )
-from processor.config import AdvisoriesConfig, BreakerConfig
+from processor.classify.listing import MAX_NAMESPACE_CHARS, MAX_NAMESPACES
+from processor.config import AdvisoriesConfig, BreakerConfig, ClassifyConfig
 from processor.engines.breaker import Breaker
 from processor.engines.circuit import CircuitKey, Scope, State
 from processor.engines.roster import RosterHealth
@@ -39,6 +41,11 @@ from processor.pipeline import Pipeline
 from processor.state.events import (
     _CALL_FIELDS,
     _LISTING_FIELDS,
+    MAX_FORCE_S,
+    MAX_PAYLOAD_BYTES,
+    MAX_SPAN_IDS,
+    MAX_TIME_NS,
+    Bounds,
     Force,
     Release,
     SharedEvent,
@@ -115,16 +122,23 @@ def listings(draw: st.DrawFn) -> ToolListing:
 KEYS = st.sampled_from(
     [CircuitKey(Scope.SERVER, "web"), CircuitKey(Scope.TOOL, "web/search", "acme")]
 )
-forces = st.builds(
-    Force,
-    key=KEYS,
-    target=st.sampled_from([State.FORCED_OPEN, State.FORCED_CLOSED]),
-    until_s=st.floats(1.796e9, 1.797e9),
-    reason=NAMES,
-    at_s=st.floats(1.796e9, 1.7961e9),
-)
+
+
+@st.composite
+def forces(draw: st.DrawFn) -> Force:
+    """As the admin API makes them: for at most MAX_FORCE_S from when it was asked."""
+    at_s = draw(st.floats(1.796e9, 1.7961e9))
+    return Force(
+        key=draw(KEYS),
+        target=draw(st.sampled_from([State.FORCED_OPEN, State.FORCED_CLOSED])),
+        until_s=at_s + draw(st.floats(1.0, MAX_FORCE_S)),
+        reason=draw(NAMES),
+        at_s=at_s,
+    )
+
+
 releases = st.builds(Release, key=KEYS, reason=NAMES, at_s=st.floats(1.796e9, 1.7961e9))
-EVENTS = st.one_of(calls(), calls(), calls(), listings(), forces, releases, st.just(Tick()))
+EVENTS = st.one_of(calls(), calls(), calls(), listings(), forces(), releases, st.just(Tick()))
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
@@ -147,6 +161,188 @@ def test_an_event_decodes_to_what_was_encoded(event: SharedEvent) -> None:
 def test_what_cannot_be_read_is_refused_whole(data: bytes) -> None:
     with pytest.raises(BadEvent):
         decode(data)
+
+
+# -- what no replica writes: refused whole, whatever the exception its reading would raise --
+AT_S = T0_NS / 1e9  # the stream's clock when the entry was appended
+CALL = ToolCall(
+    turn="t1",
+    round=2,
+    server="web",
+    tool="search",
+    fingerprint="f" * 32,
+    verdict=Verdict(outcome=Outcome.FAILED, failure_class=FailureClass.TRANSPORT),
+    start_ns=T0_NS,
+    end_ns=T0_NS + 1_000_000,
+    trace_id=bytes(range(16)),
+    span_ids=(bytes(range(8)),),
+    dialect=Dialect.HARNESS,
+)
+LISTING = ToolListing(
+    turn="t1",
+    round=None,
+    server="host",
+    configured=3,
+    namespaces_connected=("gitea",),
+    namespaces_connected_at_s=(("gitea", AT_S),),
+    tool_snapshot_at_s=AT_S,
+    probe_source="client_namespace",
+    start_ns=T0_NS,
+    end_ns=T0_NS,
+    trace_id=bytes(range(16)),
+    span_ids=(bytes(range(8)),),
+    dialect=Dialect.HARNESS,
+)
+FORCE = Force(
+    key=CircuitKey(Scope.TOOL, "web/search"),
+    target=State.FORCED_OPEN,
+    until_s=AT_S + 60,
+    reason="maintenance",
+    at_s=AT_S,
+)
+SLOT = "@field under test@"  # a field's value, replaced by the raw JSON text under test
+DEEP = 200_000
+
+
+def with_field(event: SharedEvent, name: str, raw: str) -> bytes:
+    """``event`` as a replica encodes it, with field ``name`` written as ``raw`` JSON text
+    (text json.dumps cannot write: 1e400, a 5000-digit number, a lone surrogate)."""
+    document = json.loads(encode(event))
+    if isinstance(document, list):
+        names = _CALL_FIELDS if document[0] == "call" else (*_LISTING_FIELDS, "trace", "spans")
+        document[1 + names.index(name)] = SLOT
+    else:
+        document[name] = SLOT
+    text = json.dumps(document)
+    assert text.count(f'"{SLOT}"') == 1
+    return text.replace(f'"{SLOT}"', raw).encode()
+
+
+def test_an_event_as_written_is_read_at_the_streams_clock() -> None:
+    """The baseline of the cases below: each event, untouched, is read."""
+    for event in (CALL, LISTING, FORCE):
+        assert decode(encode(event), at_s=AT_S) == event
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        *(("start", "1" + "0" * 30), ("end", "1" + "0" * 30), ("start", "9" * 5000)),
+        *(("start", "Infinity"), ("start", "-Infinity"), ("start", "NaN"), ("end", "1e400")),
+        *(("start", "-1"), ("start", "1.796e18"), ("start", "true"), ("start", '"1"')),
+        *(("start", "null"), ("round", str(2**63)), ("round", "1.5"), ("round", "false")),
+        *(("tool", '"' + "x" * 257 + '"'), ("tool", "7"), ("tool", "null"), ("tool", "[]")),
+        *(("turn", '{"a": 1}'), ("server", r'"\ud800"'), ("harness", '"' + "h" * 10**5 + '"')),
+        *(("tenant", "[[]]"), ("fp", "0"), ("excerpt", '"' + "e" * 2049 + '"')),
+        *(("outcome", '["failed"]'), ("outcome", '"bursting"'), ("dialect", "null")),
+        *(("trace", '"zz"'), ("trace", '"' + "0" * 34 + '"'), ("spans", '"00"')),
+        *(("spans", '["0011"]'), ("spans", "[" + ",".join(['"' + "0" * 16 + '"'] * 33) + "]")),
+        ("class", '"gremlins"'),
+    ],
+)
+def test_a_call_with_a_field_no_replica_writes_is_refused(name: str, raw: str) -> None:
+    with pytest.raises(BadEvent):
+        decode(with_field(CALL, name, raw), at_s=AT_S)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        *(("configured", "-1"), ("configured", "1e400"), ("cached", '"yes"')),
+        *(("tool_snapshot_at_s", "Infinity"), ("tool_snapshot_at_s", "1e400")),
+        *(("namespaces_connected_at_s", '[["gitea", NaN]]'), ("namespaces_connected", "[1]")),
+        *(("namespaces_connected_at_s", '[["gitea"]]'), ("namespaces_attached", '"gitea"')),
+        *(
+            ("namespaces_required", json.dumps(["n"] * 257)),
+            ("offered_tools", '["' + "o" * 129 + '"]'),
+        ),
+        *(("probe_source", '"rumour"'), ("problems", json.dumps(["p"] * 65)), ("end_ns", "1e30")),
+        ("start_ns", str(10**30)),
+    ],
+)
+def test_a_listing_with_a_field_no_replica_writes_is_refused(name: str, raw: str) -> None:
+    with pytest.raises(BadEvent):
+        decode(with_field(LISTING, name, raw), at_s=AT_S)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        *(("until", "1e30"), ("until", "Infinity"), ("until", str(AT_S + MAX_FORCE_S + 1))),
+        *(("until", '"soon"'), ("at", str(AT_S + 3600)), ("at", "NaN"), ("at", "-5")),
+        *(("reason", '"' + "r" * 2049 + '"'), ("reason", "null"), ("name", "{}")),
+        *(("scope", '"galaxy"'), ("target", '"open"'), ("target", "[]"), ("tenant", "1")),
+    ],
+)
+def test_a_force_no_operator_could_make_is_refused(name: str, raw: str) -> None:
+    with pytest.raises(BadEvent):
+        decode(with_field(FORCE, name, raw), at_s=AT_S)
+
+
+def test_times_are_bounded_by_the_streams_clock_with_the_receivers_allowance_twice() -> None:
+    """An honest replica's span times are at most its clock plus classify.max_clock_skew_s;
+    a reader allows that again for the replica's clock against Redis's."""
+    allowance_ns = int(2 * Bounds().clock_skew_s * 1e9)
+    latest = replace(CALL, end_ns=T0_NS + allowance_ns)
+    assert decode(encode(latest), at_s=AT_S) == latest
+    with pytest.raises(BadEvent, match="later than the stream's clock"):
+        decode(encode(replace(latest, end_ns=latest.end_ns + 1_000_000)), at_s=AT_S)
+    # Where the stream's clock is not known (an override read at start), a time must still
+    # be one whose deadlines the wire can carry.
+    far = replace(CALL, end_ns=MAX_TIME_NS)
+    assert decode(encode(far)) == far
+    with pytest.raises(BadEvent):
+        decode(encode(replace(CALL, end_ns=MAX_TIME_NS + 1)))
+
+
+def test_names_are_bounded_as_the_receiver_bounds_them() -> None:
+    config = replace(ClassifyConfig(), max_name_chars=300)
+    long_tool = replace(CALL, tool="t" * 300)
+    with pytest.raises(BadEvent):
+        decode(encode(long_tool), at_s=AT_S)  # over the default classify.max_name_chars
+    assert decode(encode(long_tool), at_s=AT_S, bounds=Bounds.of(config)) == long_tool
+
+
+@pytest.mark.parametrize("opening", ["[", '{"k":'])
+def test_json_nested_too_deep_is_refused_before_it_is_parsed(opening: str) -> None:
+    data = ("[" + opening * DEEP).encode()
+    with pytest.raises(BadEvent, match="nested deeper"):
+        decode(data)
+
+
+def test_brackets_inside_a_string_are_not_nesting() -> None:
+    bracketed = replace(CALL, verdict=replace(CALL.verdict, error_excerpt='["[{' * 500))
+    assert decode(encode(bracketed), at_s=AT_S) == bracketed
+
+
+def test_an_entry_larger_than_any_replica_writes_is_refused_before_it_is_parsed() -> None:
+    data = b'["call","' + b"x" * MAX_PAYLOAD_BYTES + b'"]'
+    with pytest.raises(BadEvent, match="bytes"):
+        decode(data)
+
+
+def test_the_largest_listing_a_replica_writes_is_read() -> None:
+    """Every bound at once, names of control characters (JSON's longest escapes): within
+    MAX_PAYLOAD_BYTES, so no honest entry is refused for its size."""
+    names = tuple(f"{i:03}" + "\x01" * (MAX_NAMESPACE_CHARS - 3) for i in range(MAX_NAMESPACES))
+    largest = replace(
+        LISTING,
+        turn="t" * Bounds().name_chars,
+        namespaces_connected=names,
+        namespaces_attached=names,
+        namespaces_required=names,
+        offered_tools=names,
+        namespaces_connected_at_s=tuple((name, AT_S + 0.123456789) for name in names),
+        problems=tuple("p" * 200 for _ in range(12)),
+        span_ids=tuple(bytes([i]) * 8 for i in range(MAX_SPAN_IDS)),
+    )
+    encoded = encode(largest)
+    assert len(encoded) <= MAX_PAYLOAD_BYTES
+    assert decode(encoded, at_s=AT_S) == largest
+
+
+def test_the_force_bound_is_the_admin_apis() -> None:
+    assert MAX_FORCE_S == admin.MAX_FORCE_S
 
 
 @settings(max_examples=100, deadline=None, derandomize=True, database=None)

@@ -18,6 +18,8 @@ from pathlib import Path
 import grpc
 import pytest
 import redis as redis_client
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 
 from processor.advisories.v1 import advisories_pb2 as pb
@@ -28,6 +30,7 @@ from tests.redis_server import RedisServer
 from tests.replicas import SERVER, TOOL, ReplicaProcess, circuits_of, tool_calls
 from tests.sdk import export_grpc
 from tests.support import CaptureCollector, wait_until
+from tests.tcp_proxy import TcpProxy
 
 SETTLE_S = 30.0  # a bound on waiting for the replicas to agree, never a measurement
 SERVER_ID = f"|server|{SERVER}"
@@ -486,3 +489,180 @@ def test_a_replica_that_starts_without_redis_decides_alone_and_catches_up(
     finally:
         alone.kill()
         redis.stop()
+
+
+# -- the same evidence, the same state: whichever replica received which call, and when --
+
+
+def advisories_of(replica: ReplicaProcess, servers: set[str]) -> list[str]:
+    """GetState's advisories of these servers, field by field (deadlines, evidence, the
+    message), all but how many seconds are left to wait: that counts down from the moment
+    of reading, and two replicas are never read at the same instant."""
+    state = replica.state()
+    assert state.not_shown == 0  # all of them, or the comparison would say little
+    shown = []
+    for advisory in state.advisories:
+        if advisory.server in servers:
+            copy = pb.Advisory()
+            copy.CopyFrom(advisory)
+            copy.ClearField("retry_after_seconds")
+            shown.append(str(copy))
+    return shown
+
+
+def agree_field_by_field(replicas: list[ReplicaProcess], servers: set[str]) -> list[str]:
+    """Wait until every replica holds an open circuit for each of these servers and all
+    say the same of them, field by field; what they say."""
+    views: list[list[str]] = []
+
+    def same() -> bool:
+        views[:] = [advisories_of(r, servers) for r in replicas]
+        opened = {
+            a.server
+            for a in replicas[0].state().advisories
+            if a.scope == pb.SCOPE_SERVER and a.server in servers
+        }
+        return opened == servers and all(v == views[0] for v in views)
+
+    wait_until(same, SETTLE_S, f"the replicas to agree field by field: {views}")
+    return views[0]
+
+
+def failure(server: str, turn: str, start_ns: int) -> ReadableSpan:
+    (span,) = tool_calls([turn], server=server, tool=TOOL, start_ns=start_ns)
+    return span
+
+
+FAILURES = 3  # per circuit: the consecutive failures that open it (the default)
+CIRCUITS_PER_EXAMPLE = 4
+
+
+@st.composite
+def interleavings(draw: st.DrawFn) -> list[tuple[int, int, int, int]]:
+    """Every failure of the example's circuits, in the order they are sent: (circuit,
+    its n-th failure in span time, the replica it goes to, milliseconds waited before)."""
+    failures = [(c, n) for c in range(CIRCUITS_PER_EXAMPLE) for n in range(FAILURES)]
+    order = draw(st.permutations(failures))
+    return [
+        (c, n, draw(st.integers(0, 2)), draw(st.sampled_from((0, 0, 1, 5, 20)))) for c, n in order
+    ]
+
+
+def test_failures_split_over_replicas_in_any_interleaving_leave_them_the_same_state(
+    three: list[ReplicaProcess],
+) -> None:
+    """Which replica receives which failure, in which order and how close together, is
+    hypothesis's choice; every replica's GetState ends the same, deadlines included (the
+    jitter too: the default 10%, drawn from what opened each circuit)."""
+    examples = iter(range(1000))
+
+    @settings(
+        max_examples=6,
+        deadline=None,
+        # Each example costs seconds of real processes: a failure is shown as drawn.
+        phases=(Phase.explicit, Phase.reuse, Phase.generate),
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(interleavings())
+    def the_same_state(sent: list[tuple[int, int, int, int]]) -> None:
+        example = next(examples)
+        servers = {f"x{example}-s{c}" for c in range(CIRCUITS_PER_EXAMPLE)}
+        base = time.time_ns() - 30 * 10**9  # ended before now: nothing is from the future
+        for circuit, nth, to, wait_ms in sent:
+            time.sleep(wait_ms / 1000)
+            start_ns = base + nth * 10**9
+            span = failure(f"x{example}-s{circuit}", f"x{example}-{circuit}-{nth}", start_ns)
+            assert export_grpc(three[to].otlp, [span]).name == "SUCCESS"
+        agree_field_by_field(three, servers)
+
+    the_same_state()
+
+
+def test_checks_at_half_open_one_per_replica_grant_exactly_one_probe_over_200_circuits(
+    three: list[ReplicaProcess],
+) -> None:
+    """Each circuit's three failures reach the three replicas, each replica's share in one
+    request sent at the same time as the others'; the spans are old enough that every
+    open period (300 s, jittered) is over: half-open now, by any replica's clock. Three
+    harnesses then ask ``Check`` at once, one per replica, for each of 200 circuits."""
+    circuits = 200
+    base = time.time_ns() - 2000 * 10**9
+    shares: list[list[ReadableSpan]] = [[], [], []]
+    for c in range(circuits):
+        for nth in range(FAILURES):
+            shares[(c + nth) % 3].append(
+                failure(f"h-s{c}", f"h-{c}-{nth}", base + c * 10**9 + nth * 10**6)
+            )
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        sent = list(pool.map(lambda i: export_grpc(three[i].otlp, shares[i]).name, range(3)))
+    assert sent == ["SUCCESS"] * 3
+    servers = {f"h-s{c}" for c in range(circuits)}
+    agree_field_by_field(three, servers)
+
+    def ask(job: tuple[int, int]) -> int:
+        c, at = job
+        return int(three[at].check(server=f"h-s{c}", tool=TOOL, turn=f"probe-{c}-{at}").verdict)
+
+    jobs = [(c, at) for c in range(circuits) for at in range(3)]
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        verdicts = list(pool.map(ask, jobs))
+    probes = {c: 0 for c in range(circuits)}
+    for (c, _), verdict in zip(jobs, verdicts, strict=True):
+        probes[c] += verdict == pb.VERDICT_PROBE
+        assert verdict in (pb.VERDICT_PROBE, pb.VERDICT_DENY)
+    assert {c: n for c, n in probes.items() if n != 1} == {}
+
+
+def shared_state_lines(replica: ReplicaProcess) -> list[str]:
+    return [
+        line[line.index("shared state:") :]
+        for line in replica.log_path.read_text().splitlines()
+        if "shared state:" in line
+    ]
+
+
+def test_a_replica_that_decided_alone_takes_the_streams_deadline_when_it_is_back(
+    redis: RedisServer, tmp_path: Path
+) -> None:
+    """a1 loses Redis (a partition: Redis keeps its data) and decides alone: three
+    failures open a circuit there, until the third one's end plus 600 s. Meanwhile a2,
+    still sharing, had a failure of the same server that began before them. In stream
+    order the circuit opened at the *second* of a1's failures; back on the stream, a1's
+    shared engines are rebuilt from it, and it says so too (its published deadline is
+    corrected), as a2 does."""
+    proxy = TcpProxy(redis.port).start()
+    settings = ("breaker.open_jitter=0", "breaker.open_base_s=600", "breaker.open_max_s=600")
+    a1 = ReplicaProcess("a1", proxy.url, tmp_path, *settings).start()
+    a2 = ReplicaProcess("a2", redis.url, tmp_path, *settings).start()
+    try:
+        proxy.cut()
+        wait_until(lambda: a1.metric("mcp_breaker_shared_state_up") == 0.0, SETTLE_S)
+        base = time.time_ns() - 60 * 10**9
+        first, *alone = (failure("late", f"late-{n}", base + n * 10**9) for n in range(4))
+        assert export_grpc(a2.otlp, [first]).name == "SUCCESS"
+        assert export_grpc(a1.otlp, alone).name == "SUCCESS"
+
+        def deadline(replica: ReplicaProcess) -> int | None:
+            views = circuits_of_server(replica, "late")
+            state, expires = views.get((pb.SCOPE_SERVER, "late"), (None, None))
+            return expires if state == pb.STATE_OPEN else None
+
+        def until(span: ReadableSpan) -> int:
+            assert span.end_time is not None
+            return int((span.end_time / 1e9 + 600.0) * 1e9)
+
+        wait_until(lambda: deadline(a1) == until(alone[2]), SETTLE_S, "a1 to decide alone")
+        proxy.start()
+        wait_until(lambda: deadline(a1) == until(alone[1]), SETTLE_S, "a1 to take the stream's")
+        agree_field_by_field([a1, a2], {"late"})
+        assert deadline(a2) == until(alone[1])
+        # One line when Redis went away, one when it came back: no false "unavailable".
+        lines = shared_state_lines(a1)
+        assert [line.split(" (")[0] for line in lines[-2:]] == [
+            "shared state: Redis unavailable",
+            "shared state: connected to Redis",
+        ], lines
+    finally:
+        for replica in (a1, a2):
+            replica.kill()
+        proxy.cut()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from processor.state.store import Entry, RedisStore
+from processor.state.store import MAX_AT_S, MAX_EPOCH_CHARS, Entry, RedisStore
 from tests.redis_server import RedisServer
 
 PREFIX = "test"
@@ -102,8 +102,19 @@ def test_an_entry_with_its_fields_in_another_order_is_read_by_name(redis: RedisS
         {"n": "one", "o": "elsewhere", "u": "2", "e": b"x"},  # not a number
         {"n": "1", "o": b"\xff\xfe", "u": "2", "e": b"x"},  # an origin that is not UTF-8
         {"anything": "else"},
+        # Numbers no counter of ours reaches: a position numbers advisory changes in the
+        # wire's uint64 (position << 20), so one of 10^30 would fail every Subscribe.
+        {"n": "1" + "0" * 30, "o": "elsewhere", "u": "2", "e": b"x"},
+        {"n": "0", "o": "elsewhere", "u": "2", "e": b"x"},
+        {"n": "-3", "o": "elsewhere", "u": "2", "e": b"x"},
+        {"n": "1", "o": "elsewhere", "u": "9" * 5000, "e": b"x"},
+        {"n": "1", "o": "elsewhere", "u": "-1", "e": b"x"},
+        {"n": "1", "o": "o" * 100_000, "u": "2", "e": b"x"},
     ],
-    ids=["field-missing", "not-a-number", "origin-not-utf8", "foreign"],
+    ids=[
+        *("field-missing", "not-a-number", "origin-not-utf8", "foreign", "position-huge"),
+        *("position-zero", "position-negative", "uid-huge", "uid-negative", "origin-huge"),
+    ],
 )
 def test_an_entry_no_replica_wrote_is_read_as_unreadable_and_the_rest_still_read(
     redis: RedisServer, fields: dict[str, str | bytes]
@@ -123,3 +134,42 @@ def test_an_entry_no_replica_wrote_is_read_as_unreadable_and_the_rest_still_read
     assert foreign.payload is None
     # Its id still moves a reader past it.
     assert read_all(redis.url, after=foreign.entry_id) == [after]
+
+
+def test_an_entry_whose_id_another_writer_set_past_any_clock_is_unreadable(
+    redis: RedisServer,
+) -> None:
+    """The id's milliseconds are the stream's clock, which expiry runs at: one no deadline
+    of the wire could follow is not read as an event."""
+    append(redis.url, "replica-a", [(1, b"before")])
+
+    async def add_by_hand() -> None:
+        client = aioredis.from_url(redis.url)
+        fields = {"n": "2", "o": "elsewhere", "u": "3", "e": b"x"}
+        await client.xadd(f"{PREFIX}:events", fields, id="9999999999999999-0")  # type: ignore[arg-type]
+        await client.aclose()
+
+    asyncio.run(add_by_hand())
+    before, far = read_all(redis.url)
+    assert before.payload == b"before"
+    assert far.payload is None
+    assert far.at_s > MAX_AT_S
+
+
+def test_an_epoch_another_writer_set_is_read_short_and_readable(redis: RedisServer) -> None:
+    """The epoch goes into every advisory message: bytes that are not UTF-8, or a megabyte
+    of them, must not fail (or bloat) them; every replica reads it the same."""
+
+    async def epoch_after(value: bytes) -> str:
+        client = aioredis.from_url(redis.url)
+        await client.set(f"{PREFIX}:epoch", value)
+        store = RedisStore(client, PREFIX)
+        try:
+            return await store.epoch()
+        finally:
+            await store.close()
+
+    assert asyncio.run(epoch_after(b"0123456789abcdef")) == "0123456789abcdef"
+    odd = asyncio.run(epoch_after(b"\xff\xfe" + b"e" * 1_000_000))
+    assert odd == ("\ufffd\ufffd" + "e" * MAX_EPOCH_CHARS)[:MAX_EPOCH_CHARS]
+    assert odd.encode("utf-8").decode("utf-8") == odd

@@ -57,6 +57,7 @@ def test_the_scrape_holds_exactly_the_catalogue() -> None:
     declared = {spec.full_name for spec in CATALOGUE}
     queue_gauges = {s.full_name for s in CATALOGUE if s.name.startswith("exporter_queue")}
     queue_gauges.add("mcp_breaker_exporter_in_flight_requests")
+    queue_gauges.add("mcp_breaker_exporter_attempt_timeout_seconds")
     shared = {spec.full_name for spec in SHARED}
     assert exposed == declared - queue_gauges - shared
 

@@ -100,6 +100,11 @@ class AdvisoryHub:
             self.seq = seq
         self._floor = self.seq
 
+    def forget(self) -> None:
+        """Nothing in force (the breaker is being rebuilt from the shared stream, whose
+        replay publishes what stands); subscribers learn it from the resync that follows."""
+        self._current.clear()
+
     # -- changes in -------------------------------------------------------------------------
     def observe(self, decision: CallDecision, now_s: float) -> list[Change]:
         """The changes a call's decision makes: circuits that moved, a turn block opened."""

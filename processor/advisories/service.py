@@ -18,7 +18,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import grpc
 
@@ -37,6 +37,7 @@ from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import State, Transition
 from processor.engines.roster import RosterFinding
 from processor.errors import IllegalTransition
+from processor.logs import SENDER_DRIVEN
 from processor.state.events import Force, Release
 from processor.tokens import TokenMap, metadata_bearer_token
 
@@ -323,7 +324,7 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         first: list[pb.SubscribeResponse] = []
         if missed is None:
             now = service.clock()
-            parts = _parts([convert.to_wire(a, now) for a in hub.snapshot(audience)])
+            parts = _parts([_wire(a, now) for a in hub.snapshot(audience)])
             for index, part in enumerate(parts):
                 snapshot = pb.Snapshot(
                     advisories=part,
@@ -335,11 +336,14 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         else:
             first.extend(_change(hub.epoch, change) for change in missed)
         service.broadcaster.subscribers.add(subscriber)
+        # Cut like a warning: a harness (or anyone who reaches the port) may subscribe and
+        # cancel at will, and each time would be a line.
         log.info(
             "advisories: %s subscribed (tenant %r, %s)",
             subscriber.name,
             audience.tenant,
             "resumed" if missed is not None else "snapshot",
+            extra=SENDER_DRIVEN,
         )
         if not first:  # resumed with nothing missed: say at once that the stream is live
             first.append(self._heartbeat())
@@ -412,7 +416,13 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         """A cut-off subscriber: its slot is freed at once, then it is told."""
         self.service.leave(subscriber)
         level = logging.INFO if subscriber.cut == RESYNC else logging.WARNING
-        log.log(level, "advisories: %s was cut off: %s", subscriber.name, subscriber.cut)
+        log.log(
+            level,
+            "advisories: %s was cut off: %s",
+            subscriber.name,
+            subscriber.cut,
+            extra=SENDER_DRIVEN,
+        )
         details = f"cut off: {subscriber.cut}; subscribe again to resync"
         try:
             # The status queues behind what the transport still holds for the client, so it
@@ -472,7 +482,7 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         counts[result.verdict.value] = counts.get(result.verdict.value, 0) + 1
         response = pb.CheckResponse(verdict=_VERDICT[result.verdict], probe_permit=result.permit)
         if result.advisory is not None:
-            response.advisory.CopyFrom(convert.to_wire(result.advisory))
+            response.advisory.CopyFrom(_wire(result.advisory))
         return response
 
     async def GetState(
@@ -484,7 +494,7 @@ class AdvisoriesServicer(pb_grpc.AdvisoriesServicer):
         audience = Audience(tenant=tenant, servers=frozenset(request.servers))
         in_force = sorted(service.hub.snapshot(audience), key=_worst_first)
         now = service.clock()
-        shown = _parts([convert.to_wire(a, now) for a in in_force])[0]
+        shown = _parts([_wire(a, now) for a in in_force])[0]
         return pb.GetStateResponse(
             advisories=shown,
             epoch=service.hub.epoch,
@@ -539,6 +549,30 @@ def _worst_first(advisory: Advisory) -> tuple[int, str]:
     return (_SEVERITY.get(advisory.state, len(_SEVERITY)), advisory.id)
 
 
+# The wire's times are int64 nanoseconds: a time past this is not one it can carry.
+_WIRE_MAX_S = 2**62 / convert.NS  # well inside it: no rounding reaches 2**63
+
+
+def _wire(advisory: Advisory, now_s: float | None = None) -> pb.Advisory:
+    """The advisory on the wire, whatever its times. The stream's decoder refuses every
+    event that could make one the wire cannot carry (protobuf's "Value out of range"); if
+    one got through anyway, failing here would fail GetState, Check and every Subscribe
+    for every caller, so it goes out with that time as 0 ("not known"), and says so."""
+    try:
+        return convert.to_wire(advisory, now_s)
+    except (ValueError, OverflowError) as error:
+        log.error("advisories: %s has a time the wire cannot carry (%s)", advisory.id, error)
+    evidence = advisory.evidence
+    if evidence is not None:
+        evidence = replace(evidence, since_s=_representable(evidence.since_s or 0.0))
+    shown = replace(advisory, expires_s=_representable(advisory.expires_s), evidence=evidence)
+    return convert.to_wire(replace(shown, retry_after_s=_representable(shown.retry_after_s)), now_s)
+
+
+def _representable(seconds: float) -> float:
+    return seconds if 0.0 <= seconds < _WIRE_MAX_S else 0.0
+
+
 def _change(epoch: str, change: Change) -> pb.SubscribeResponse:
     seq, advisory = change
-    return pb.SubscribeResponse(epoch=epoch, seq=seq, change=convert.to_wire(advisory))
+    return pb.SubscribeResponse(epoch=epoch, seq=seq, change=_wire(advisory))

@@ -1,9 +1,12 @@
 """Classification: the spans of a request in, normalized events out.
 
 Pure logic with the clock passed in. It pairs the client and server spans of one call
-(matched by parent/child ids across processes, or by JSON-RPC request id), holding an
-undecided half for at most ``pair_wait_s``; it drops a span it has already seen; and it
-resolves which server a call went to. Every map here is bounded.
+(matched by parent/child ids across processes, or by JSON-RPC request id) and the layers
+of one call (a framework's span over the SDK's), in whatever order and requests they
+arrive: a half whose other half could still change what the call says is held for it, at
+most ``pair_wait_s``, and a half of a call already decided is absorbed into it
+(docs/conventions.md, "Pairing and de-duplication"). It drops a span it has already seen,
+and resolves which server a call went to. Every map here is bounded.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 
 from cachetools import LRUCache
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags
 
 from processor.classify.dialects import (
     MAX_LAYERS,
@@ -32,6 +35,7 @@ from processor.classify.dialects import (
     read,
 )
 from processor.classify.events import (
+    UNKNOWN_VERDICT,
     Event,
     FailureClass,
     Outcome,
@@ -61,6 +65,11 @@ from processor.sparse import RequestSpans
 SERVICE_NAME_KEY = "service.name"  # OpenTelemetry resource semantic conventions
 SERVER_SEPARATOR = "__"  # "playwright__browser_navigate": the server__tool convention
 
+# The span flags that say where a span's parent is: known, and remote (another process).
+_REMOTE_PARENT = (
+    SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+)
+_LOCAL_PARENT = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK  # known, and in this process
 _RANK = {Outcome.NEUTRAL: 3, Outcome.FAILED: 3, Outcome.OK: 1, Outcome.UNKNOWN: 0}
 
 
@@ -117,6 +126,10 @@ class _Pending:
     sought: tuple[PairKey, ...]  # the keys its other half would be found by
     arrived: float
     layers: tuple[Reading, ...] = ()  # the spans of other layers of the same call
+    # A call whose both halves are in, held for the layer its client half is nested in
+    # (which may name its server): what its server half said. ``verdict`` is then what
+    # its client side said.
+    server_verdict: Verdict | None = None
 
 
 class Classifier:
@@ -156,6 +169,8 @@ class Classifier:
         self._told_spans = ExpiringValues(*told)  # (tenant, trace, span) -> its tool
         self._told_parents = ExpiringValues(*told)  # (tenant, trace, parent) -> the tool
         self._held_by_parent: dict[tuple[str, bytes, bytes], _Pending] = {}
+        # The client-side spans of held calls: a layer nested in one, arriving later, joins.
+        self._held_spans: dict[tuple[str, bytes, bytes], _Pending] = {}
         # Session id -> server name, per tenant: one tenant's spans cannot name another's.
         self._sessions: LRUCache[tuple[str, str], str] = LRUCache(self.config.max_sessions)
         self.spans: dict[bytes, Span] = {}  # the MCP spans of the request last classified
@@ -320,16 +335,18 @@ class Classifier:
                 break
             if crowded:
                 self.stats.pending_overflow += 1
-            else:
+            elif pending.server_verdict is None:
                 self.stats.unpaired += 1
             self._forget(pending)
             self._mark_done(pending.sought)
-            self.undecided.pop(pending.reading.span.span_id, None)
-            events.append(self._call(pending.reading, None, pending.verdict, pending.layers))
+            verdict = self._pair_verdict(pending.verdict, pending.server_verdict)
+            events.append(self._call(pending.reading, None, verdict, pending.layers))
         return events
 
-    def _note(self, reading: Reading, verdict: Verdict, fate: SpanFate) -> None:
-        self.undecided[reading.span.span_id] = (verdict, fate)
+    def _note(self, readings: Iterable[Reading], verdict: Verdict, fate: SpanFate) -> None:
+        undecided = self.undecided
+        for reading in readings:
+            undecided[reading.span.span_id] = (verdict, fate)
 
     def _layered(self, readings: list[Reading]) -> Iterator[tuple[Reading, tuple[Reading, ...]]]:
         """The request's readings as calls: each outermost span with the layers nested in
@@ -389,78 +406,191 @@ class Classifier:
 
     def _take(self, reading: Reading, layers: tuple[Reading, ...] = ()) -> tuple[Event, ...]:
         """One call (or listing) of this request: its outermost span and the spans of the
-        layers nested in it (``_layered``), decided from the layer that says most."""
-        span = reading.span
-        tenant = reading.tenant
-        trace_id, span_id, parent_id = span.trace_id, span.span_id, span.parent_span_id
-        self._learn_session(reading)
+        layers nested in it (``_layered``), decided from the layers that say most.
+
+        Whatever order a call's spans arrive in, and in however many requests, it is one
+        call, read the same: one verdict (``_pair_verdict``), one server name (the client
+        side's first), one turn. A decided half goes out at once unless a half still to
+        come could change what the call says; then it is held for it, at most
+        ``pair_wait_s``. A layer of a held call joins it; a half of a call already decided
+        is absorbed into it, never counted again.
+        """
         side = reading.side
         if reading.kind is Kind.LISTING:
+            self._learn_session(reading)
             # The harness's view of a listing is the client's; a server-side listing span
             # (fastmcp lists tools to resolve every call) would count the same roster twice.
             return () if side is Side.SERVER else (self._listing(reading, layers),)
-        verdict = judge(reading.signals)
-        for layer in layers:
-            self._learn_session(layer)
-            verdict = more_informative(verdict, judge(layer.signals))
+        arriving = (reading, *layers)  # this request's spans of the call
+        verdict, server_verdict = self._verdicts(arriving)
         if side is not Side.SERVER:
             # Layers nested in this span or in its own layers that came in earlier requests
             # (each span exported as it ends) and wait for their other half: this span
             # tells their call.
+            tenant, trace_id = reading.tenant, reading.span.trace_id
             members = [reading, *layers]
             for member in members:  # grows: a layer absorbed may hold one of its own
                 for nested in self._absorb_nested(tenant, trace_id, member.span.span_id):
                     verdict = more_informative(verdict, nested.verdict)
+                    server_verdict = _either(server_verdict, nested.server_verdict)
                     layers += (nested.reading, *nested.layers)
                     members += (nested.reading, *nested.layers)
+            # A layer of a call held for its other half (a framework's span held for its
+            # server's name, the SDK's client span under it exported later): it joins it.
+            host = self._host(reading)
+            if host is not None:
+                self.stats.nested_spans += 1
+                self._forget(host)
+                verdict = more_informative(host.verdict, verdict)
+                server_verdict = _either(host.server_verdict, server_verdict)
+                layers = (*host.layers, reading, *layers)
+                reading = host.reading
         group = (reading, *layers)
+        offered, sought = _group_keys(group)
         if side is not Side.SERVER and self._told_already(reading):
             self.stats.nested_spans += 1
+            # A server half held for this call's client half, which a layer read in an
+            # earlier request already told: the same call, absorbed.
+            partner = self._partner(sought)
+            if partner is not None:
+                self._forget(partner)
             for member in group:
                 self._mark_done(_keys_of(member)[1])
-                self._note(member, verdict, SpanFate.ELSEWHERE)
+            self._note(arriving, verdict, SpanFate.ELSEWHERE)
             self._remember_told(group)  # a layer deeper still may come later
             return ()  # another layer of this call, read in an earlier request, told it
-        offered, sought = _group_keys(group)
         partner = self._partner(sought)
         if partner is not None:
             self._forget(partner)
-            self.undecided.pop(partner.reading.span.span_id, None)  # decided now, after all
-            merged = more_informative(verdict, partner.verdict)
-            return (self._call(reading, partner.reading, merged, layers + partner.layers),)
-        # Both halves here (a server half nested in a client layer), or one span that
-        # tells the whole call (a harness's, a framework's): decided at once.
-        complete = side is not Side.SERVER and any(m.side is Side.SERVER for m in layers)
-        if side is Side.UNSPECIFIED or complete:
-            if not complete and offered and self._done.any_of(offered[:1], self._now):
-                for member in group:  # its server half, decided alone before, told it
-                    self._note(member, verdict, SpanFate.ELSEWHERE)
+            # The partner is the other side's half: a server half when this is a client one.
+            if side is Side.SERVER:
+                client, layers = partner.reading, (*partner.layers, reading)
+                verdict, server_verdict = partner.verdict, verdict
+            else:
+                client, layers = reading, (*layers, partner.reading, *partner.layers)
+                server_verdict = _either(server_verdict, partner.verdict)
+            if self._awaits_layer(client, layers):
+                self._hold(
+                    _Pending(
+                        client,
+                        verdict,
+                        (),
+                        (*sought, *partner.sought),
+                        self._now,
+                        layers,
+                        server_verdict,
+                    )
+                )
+                self._note(arriving, verdict, SpanFate.PENDING)
                 return ()
-            self._mark_done(sought)
-            return (self._call(reading, None, verdict, layers),)
-        # Absorbed only by its own link when it has one: request ids restart with every
-        # session, so another call may share this one's id (see _pairing_keys).
-        link = span_id if side is Side.CLIENT else parent_id
-        absorbing = offered[:1] if link else offered
-        if self._done.any_of(absorbing, self._now):
-            for member in group:
-                self._note(member, verdict, SpanFate.ELSEWHERE)
-            return ()  # the other half already decided this call
-        # A decided half goes out at once, unless it is a client half that cannot name its
-        # server: its server half (fastmcp names itself there) is worth a short wait.
-        named = side is Side.SERVER or self._server(reading.tool, *group) is not None
-        if verdict.decisive and named:
-            self._mark_done(sought)
-            return (self._call(reading, None, verdict, layers),)
-        pending = _Pending(reading, verdict, offered, sought, self._now, layers)
-        for member in group:
-            self._note(member, verdict, SpanFate.PENDING)
+            merged = self._pair_verdict(verdict, server_verdict)
+            return (self._call(client, None, merged, layers),)
+        # Both halves here (a server half nested in a client layer), or one span that
+        # tells the whole call (a harness's, a framework's, with the SDK's span under it or
+        # not): decided at once, as most framework runs export no server half at all.
+        complete = side is not Side.SERVER and server_verdict is not None
+        if complete:
+            if self._awaits_layer(reading, layers):
+                pending = _Pending(reading, verdict, (), sought, self._now, layers, server_verdict)
+                self._hold(pending)
+                self._note(arriving, verdict, SpanFate.PENDING)
+                return ()
+            verdict = self._pair_verdict(verdict, server_verdict)
+        elif side is Side.UNSPECIFIED:
+            if self._done.any_of(_links(offered), self._now):
+                self._note(arriving, verdict, SpanFate.ELSEWHERE)
+                return ()  # its server half, decided alone before, told it
+        else:
+            # Absorbed only by its own links when it has one: request ids restart with
+            # every session, so another call may share this one's id (see _pairing_keys).
+            if self._done.any_of(_links(offered), self._now):
+                self._note(arriving, verdict, SpanFate.ELSEWHERE)
+                return ()  # the other half already decided this call
+            if not (verdict.decisive and self._ready(reading, group)):
+                self._hold(_Pending(reading, verdict, offered, sought, self._now, layers))
+                self._note(arriving, verdict, SpanFate.PENDING)
+                return ()
+        self._mark_done(sought)
+        return (self._call(reading, None, verdict, layers),)
+
+    def _verdicts(self, readings: tuple[Reading, ...]) -> tuple[Verdict, Verdict | None]:
+        """What the client-side spans of a call say, together, and what its server halves
+        say (None: no server half among them)."""
+        verdict: Verdict | None = None
+        server: Verdict | None = None
+        for member in readings:
+            self._learn_session(member)
+            said = judge(member.signals)
+            if member.side is Side.SERVER:
+                server = said if server is None else more_informative(server, said)
+            else:
+                verdict = said if verdict is None else more_informative(verdict, said)
+        if verdict is None:  # a server half alone
+            return server or UNKNOWN_VERDICT, None
+        return verdict, server
+
+    def _ready(self, reading: Reading, group: tuple[Reading, ...]) -> bool:
+        """Whether a decided half may go out before its other half comes: nothing that
+        half could say would change the call.
+
+        Not a client half that cannot name its server: its server half may (fastmcp names
+        itself there). Not a server half whose request came with its caller's trace
+        context: that process records spans, and its half is the harness's view (the turn,
+        the arguments, the server's name as the harness knows it, how the call ended for
+        the model), which ``_pair_verdict`` and ``_call`` prefer.
+        """
+        if reading.side is Side.SERVER:
+            return reading.span.flags & _REMOTE_PARENT != _REMOTE_PARENT
+        return self._server(reading.tool, *group) is not None
+
+    def _awaits_layer(self, client: Reading, layers: tuple[Reading, ...]) -> bool:
+        """Whether a call whose both halves are in waits for the span its client half is
+        nested in: the call cannot name its server, and that span is in the client's
+        process (the span flags say so), where it may be the harness's own span or a
+        framework's, which would name the server and the turn. (Such a layer ends after
+        the SDK span under it; an exporter that sends each span as it ends, or a batch
+        cut between them, delivers it later.)"""
+        span = client.span
+        return (
+            client.side is Side.CLIENT
+            and span.flags & _REMOTE_PARENT == _LOCAL_PARENT
+            and bool(span.parent_span_id)
+            and self._server(client.tool, client, *layers) is None
+        )
+
+    def _pair_verdict(self, client: Verdict, server: Verdict | None) -> Verdict:
+        """The verdict of a call from its client side's and its server side's: the
+        harness's view when it has one (how the call ended for the model), else the
+        server's. The same in every order: a decided client half goes out without
+        waiting for its server half, which then has nothing to change."""
+        if server is None or client.decisive:
+            return client
+        return more_informative(client, server)
+
+    def _hold(self, pending: _Pending) -> None:
         self._held[id(pending)] = pending
-        for key in offered:
-            self._by_key[key] = pending
-        if side is Side.CLIENT and parent_id:
-            self._held_by_parent[(tenant, trace_id, parent_id)] = pending
-        return ()
+        by_key = self._by_key
+        for key in pending.offered:
+            by_key[key] = pending
+        reading = pending.reading
+        if reading.side is Side.SERVER:
+            return
+        tenant, span = reading.tenant, reading.span
+        if span.parent_span_id:
+            self._held_by_parent[(tenant, span.trace_id, span.parent_span_id)] = pending
+        for member in (reading, *pending.layers):
+            if member.side is not Side.SERVER:
+                self._held_spans[(tenant, member.span.trace_id, member.span.span_id)] = pending
+
+    def _host(self, reading: Reading) -> _Pending | None:
+        """The held call whose client-side span is this span's parent, for the same tool."""
+        span = reading.span
+        if not span.parent_span_id or not self._held_spans:
+            return None
+        host = self._held_spans.get((reading.tenant, span.trace_id, span.parent_span_id))
+        if host is None or id(host) not in self._held:
+            return None
+        return host if _same_names(host.reading.tool, reading.tool) else None
 
     def _partner(self, sought: tuple[PairKey, ...]) -> _Pending | None:
         """The held half found under the first of ``sought`` that finds one."""
@@ -480,7 +610,6 @@ class Classifier:
             return []
         self.stats.nested_spans += 1
         self._forget(nested)
-        self.undecided.pop(nested.reading.span.span_id, None)
         return [nested]
 
     def _told_already(self, reading: Reading) -> bool:
@@ -510,10 +639,19 @@ class Classifier:
         for key in pending.offered:
             if self._by_key.get(key) is pending:
                 del self._by_key[key]
-        span = pending.reading.span
-        parent = (pending.reading.tenant, span.trace_id, span.parent_span_id)
+        reading = pending.reading
+        self.undecided.pop(reading.span.span_id, None)  # decided now, after all
+        if reading.side is Side.SERVER:
+            return
+        tenant, span = reading.tenant, reading.span
+        parent = (tenant, span.trace_id, span.parent_span_id)
         if self._held_by_parent.get(parent) is pending:
             del self._held_by_parent[parent]
+        held_spans = self._held_spans
+        for member in (reading, *pending.layers):
+            key = (tenant, member.span.trace_id, member.span.span_id)
+            if held_spans.get(key) is pending:
+                del held_spans[key]
 
     def _mark_done(self, keys: Iterable[PairKey]) -> None:
         for key in keys:
@@ -712,9 +850,12 @@ def _same_names(a: str, b: str) -> bool:
 
 
 def _keys_of(reading: Reading) -> tuple[tuple[PairKey, ...], tuple[PairKey, ...]]:
+    """A span on no side of the wire (a harness's, a framework's) is on the client's: a
+    server half whose request it sent (no SDK span recorded between) names it as parent."""
     span = reading.span
-    link = span.span_id if reading.side is Side.CLIENT else span.parent_span_id
-    return _pairing_keys(reading, link, reading.tenant)
+    if reading.side is Side.SERVER:
+        return _pairing_keys(reading, Side.SERVER, span.parent_span_id)
+    return _pairing_keys(reading, Side.CLIENT, span.span_id)
 
 
 def _group_keys(
@@ -723,12 +864,10 @@ def _group_keys(
     """The pairing keys of a call's layers: a server half pairs with whichever client
     layer carried its request (the innermost, usually the SDK's)."""
     if len(group) == 1:
-        return _keys_of(group[0]) if group[0].side is not Side.UNSPECIFIED else ((), ())
+        return _keys_of(group[0])
     offered: list[PairKey] = []
     sought: list[PairKey] = []
     for member in group:
-        if member.side is Side.UNSPECIFIED:
-            continue
         mine, theirs = _keys_of(member)
         offered += mine
         sought += theirs
@@ -736,7 +875,7 @@ def _group_keys(
 
 
 def _pairing_keys(
-    reading: Reading, link: bytes, tenant: str
+    reading: Reading, side: Side, link: bytes
 ) -> tuple[tuple[PairKey, ...], tuple[PairKey, ...]]:
     """The keys under which this reading's half of its call is found, and those under
     which its other half is.
@@ -744,7 +883,6 @@ def _pairing_keys(
     Each key names the side it belongs to, so two client halves that happen to share a
     request id are never taken for a pair.
     """
-    side = reading.side
     other = Side.SERVER if side is Side.CLIENT else Side.CLIENT
     trace_id, request_id = reading.span.trace_id, reading.request_id
     if request_id is None:
@@ -759,3 +897,17 @@ def _pairing_keys(
         (("span", side, trace_id, link), by_request),
         (("span", other, trace_id, link), other_by_request),
     )
+
+
+def _links(offered: tuple[PairKey, ...]) -> tuple[PairKey, ...]:
+    """The keys a call is absorbed by: its spans' links where it has any (request ids
+    restart with every session, so another call may share this one's), else its keys."""
+    links = tuple(key for key in offered if key[0] == "span")
+    return links or offered
+
+
+def _either(a: Verdict | None, b: Verdict | None) -> Verdict | None:
+    """What two spans of one side say together, either possibly silent (None)."""
+    if a is None:
+        return b
+    return a if b is None else more_informative(a, b)

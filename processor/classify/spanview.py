@@ -57,6 +57,9 @@ class SpanView:
     # The span's events as they came (protobuf), for the readers of frameworks that keep a
     # call's arguments and result in events (Strands); read only by those, on demand.
     events: Any = ()
+    # The OTLP span flags: bits 8 and 9 say whether the parent is known to be remote (its
+    # context came over the wire from another process), which the pairing reads.
+    flags: int = 0
 
     @property
     def is_error(self) -> bool:
@@ -121,6 +124,7 @@ def view(
         scope,
         len(attributes),
         events,
+        span.flags,
     )
 
 

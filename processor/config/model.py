@@ -43,6 +43,10 @@ DEFAULT_GRPC_MAX_CONCURRENT_RPCS = 1000  # Export calls in progress at once, all
 # --- forwarder ----------------------------------------------------------------------------
 DEFAULT_FORWARD_ENDPOINT = ""  # empty: no next hop, spans are analysed and released
 DEFAULT_FORWARD_TIMEOUT_S = 5.0  # per attempt, as the Collector's exporterhelper
+# The per-attempt deadline grows from timeout_s, learnt from a next hop slower than it, up
+# to this (processor/forward/deadline.py): 8 x the 5 s default outlasts a next hop 4 x
+# slower, which then receives each request at most 4 times instead of once per retry.
+DEFAULT_FORWARD_MAX_TIMEOUT_S = 60.0
 # Batches waiting in the queue are merged into one export up to this size; OTLP clients
 # SHOULD keep requests under 4 MiB, the usual receive limit of the next hop.
 DEFAULT_FORWARD_MAX_REQUEST_BYTES = 4 * 1024 * 1024
@@ -422,6 +426,8 @@ class ForwardConfig:
     key_file: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     timeout_s: float = DEFAULT_FORWARD_TIMEOUT_S
+    # Equal to timeout_s: every attempt waits timeout_s, whatever the next hop's latency.
+    max_timeout_s: float = DEFAULT_FORWARD_MAX_TIMEOUT_S
     max_request_bytes: int = DEFAULT_FORWARD_MAX_REQUEST_BYTES
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
     # Attribute keys removed from MCP spans after the analysis, before forwarding.
@@ -461,6 +467,11 @@ class ForwardConfig:
                 "spans are released, never queued"
             )
         problems += not_positive(prefix, self, "timeout_s", "max_request_bytes")
+        if self.max_timeout_s < self.timeout_s:
+            problems.append(
+                f"{prefix}.max_timeout_s: must be at least timeout_s ({self.timeout_s}), "
+                f"got {self.max_timeout_s}"
+            )
         if self.shutdown_grace_s < 0:
             problems.append(
                 f"{prefix}.shutdown_grace_s: must not be negative, got {self.shutdown_grace_s}"

@@ -118,7 +118,14 @@ class Breaker:
         jitter: Callable[[], float] | None = None,
     ) -> None:
         self.config = config
-        self.machine = CircuitMachine(config, jitter)
+        self._jitter = jitter
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every call: as new (a replica rebuilding its shared engines from the
+        stream; readers that hold this breaker see the rebuilt state)."""
+        config = self.config
+        self.machine = CircuitMachine(config, self._jitter)
         self.turns = TurnBreaker(config)
         self.circuits: LruMap[CircuitKey, Circuit] = LruMap(config.max_circuits, self._evicted)
         # The tool circuits held for each (tenant, server): the blast radius reads these.

@@ -141,10 +141,14 @@ class _Surface:
 
 class RosterHealth:
     def __init__(self, config: RosterConfig | None = None) -> None:
-        config = config or RosterConfig()
-        self.config = config
+        self.config = config or RosterConfig()
+        self._fraction = self.config.collapse_fraction
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every listing: as new."""
+        config = self.config
         self._turns: IdleMap[str, _Surface] = IdleMap(config.max_turns, config.turn_idle_s)
-        self._fraction = config.collapse_fraction
         self._offered: IdleMap[str, set[str]] = IdleMap(config.max_turns, config.turn_idle_s)
 
     def __len__(self) -> int:

@@ -29,6 +29,7 @@ from typing import Protocol
 
 from processor.config import ForwardConfig
 from processor.errors import QueueStorageError
+from processor.forward.deadline import AttemptDeadline
 from processor.forward.isolate import Budget, Piece, halves
 from processor.forward.outage import OutageLog
 from processor.forward.rejections import RejectionLog, culprit
@@ -66,6 +67,7 @@ class QueueStats:
     in_flight: int
     capacity_spans: int
     capacity_bytes: int
+    attempt_timeout_s: float = 0.0  # the deadline a new export's first attempt gets
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +152,11 @@ class Forwarder:
         # A next hop that is down fails every consumer's attempts: logged once, then
         # summarised, then its recovery (not a line per attempt).
         self._outage = OutageLog(sender.target, clock=clock)
+        # Learnt from the next hop, so that one slower than timeout_s is not sent each
+        # request again and again while it is still taking the first (deadline.py).
+        self._deadline = AttemptDeadline(
+            base_s=config.timeout_s, max_s=config.max_timeout_s, clock=clock
+        )
         self._rejections = RejectionLog(sender.target, clock=clock)
         # What a previous run left on disk goes out first.
         self.recovered_spans = self.recovered_batches = 0
@@ -182,6 +189,7 @@ class Forwarder:
             in_flight=self._in_flight,
             capacity_spans=queue.max_spans,
             capacity_bytes=queue.max_bytes,
+            attempt_timeout_s=self._deadline.first_s(),
         )
 
     def admit(self, span_count: int, size: int) -> Admission:
@@ -315,12 +323,19 @@ class Forwarder:
         """Send with retries; None once delivered, else the last failure and the attempts."""
         started = self._clock()
         attempt = 0
+        deadline_s = self._deadline.first_s()
         while True:
-            result = await self._sender.send(payload, self._config.timeout_s)
+            sent_at = self._clock()
+            result = await self._sender.send(payload, deadline_s)
             if result.outcome is SendOutcome.DELIVERED:
+                self._deadline.answered(self._clock() - sent_at)
                 self._outage.delivered()
                 self._count_delivered(span_count, result.rejected_spans, result.detail)
                 return None
+            if result.timed_out:
+                deadline_s = self._timed_out(deadline_s)
+            else:  # never shorter than this request's last: it may be what it needs
+                deadline_s = max(deadline_s, self._deadline.first_s())
             delay = next_delay_s(
                 self._config.retry, result, attempt, self._clock() - started, self._jitter()
             )
@@ -332,6 +347,22 @@ class Forwarder:
             )
             attempt += 1
             await self._sleep(delay)
+
+    def _timed_out(self, deadline_s: float) -> float:
+        """The next attempt's deadline after one of ``deadline_s`` passed unanswered."""
+        before = self._deadline.first_s()
+        grown = self._deadline.timed_out(deadline_s)
+        if self._deadline.first_s() > before:
+            log.warning(
+                "next hop %s did not answer an export within %.3g s: attempts now wait up "
+                "to %.3g s (at most forward.max_timeout_s, %.3g s), so that it is not sent "
+                "each request again while it is still taking it",
+                self.target,
+                deadline_s,
+                self._deadline.first_s(),
+                self._deadline.max_s,
+            )
+        return grown
 
     def _give_up(self, pieces: list[Piece], failure: SendResult, attempts: int) -> None:
         spans = sum(p.span_count for p in pieces)

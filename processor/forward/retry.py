@@ -59,6 +59,9 @@ class SendResult:
     # PERMANENT, and perhaps because of something in the data (not ENDPOINT_*): parts of
     # the export may still be taken.
     data_refused: bool = False
+    # RETRYABLE because the attempt's deadline passed: the next hop may have taken it,
+    # and may need longer (deadline.py).
+    timed_out: bool = False
 
 
 def grpc_code_is_retryable(code: grpc.StatusCode, has_retry_info: bool) -> bool:

@@ -117,6 +117,7 @@ class GrpcSender:
                 retry_after_s=retry_after,
                 detail=f"{error.code().name}: {(error.details() or '')[:_DETAIL_CHARS]}",
                 data_refused=not retryable and error.code() not in ENDPOINT_GRPC_CODES,
+                timed_out=error.code() is grpc.StatusCode.DEADLINE_EXCEEDED,
             )
         return delivered(response)
 
@@ -169,7 +170,11 @@ class HttpSender:
                 )
         except (aiohttp.ClientError, TimeoutError) as error:
             return SendResult(
-                SendOutcome.RETRYABLE, detail=f"{type(error).__name__}: {error}"[:_DETAIL_CHARS]
+                SendOutcome.RETRYABLE,
+                detail=f"{type(error).__name__}: {error}"[:_DETAIL_CHARS],
+                # Waited in vain for the answer, not for a connection (which never took it).
+                timed_out=isinstance(error, TimeoutError)
+                and not isinstance(error, aiohttp.ConnectionTimeoutError),
             )
 
     async def reachable(self, timeout_s: float) -> bool:

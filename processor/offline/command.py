@@ -27,10 +27,11 @@ PROBLEMS_PRINTED = 20
 EXTRA_HINT = ".venv/bin/pip install -e '.[analyze]' (in a checkout; a wheel: docs/analyze.md)"
 
 DESCRIPTION = """\
-Replay recorded traces through mcp-breaker's own classifier, breaker and roster health, in
-shadow mode, and report what the breaker would have done: per server and tool, the calls,
-their outcomes and failure classes; per turn, the dead calls, what they cost and the
-failure each repeated; the calls it would have refused, within and across turns, the tool
+Replay recorded traces through mcp-breaker's own classifier, breaker and roster health, as
+enforcing (a call it refuses is never made, so it is evidence for nothing after it), and
+report what the breaker would have done: per server and tool, the calls, their outcomes
+and failure classes; per turn, the refused calls, what they cost and the failure each
+repeated; the calls it would have refused, within and across turns, the tool
 seconds and model rounds that would have saved, and the good calls refusing would have
 cost; the circuits that would have opened, and when; the tool rosters. Worst first; the
 json lists the trace and span ids behind every figure.

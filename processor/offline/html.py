@@ -34,7 +34,12 @@ th{background:#f6f8fa}td.l,th.l{text-align:left}code{font-size:.82rem}
 """
 
 
+NOT_KNOWN = "not known"  # a figure the traces cannot give (None in the json)
+
+
 def _n(value: Any) -> str:
+    if value is None:
+        return NOT_KNOWN
     if isinstance(value, float):
         return f"{value:,.1f}"
     if isinstance(value, int):
@@ -80,8 +85,9 @@ def render(report: dict[str, Any]) -> str:
         _roster(report["roster"]),
         _input(source),
         f'<p class="note">mcp-breaker {escape(report["mcp_breaker_version"])}, report '
-        f"version {report['report_version']}. Shadow mode: nothing was enforced; every "
-        "figure is in the json report (<code>--format json</code>) with the trace and span "
+        f"version {report['report_version']}. Replayed as enforcing every rule: a refused "
+        "call is never made, so it is evidence for nothing after it. Every figure is in the "
+        "json report (<code>--format json</code>) with the trace and span "
         "ids behind it.</p>",
         "</body></html>",
     ]
@@ -96,8 +102,8 @@ def _subtitle(report: dict[str, Any]) -> str:
     return (
         f'<span data-figure="input.spans">{_n(source["spans"])}</span> spans '
         f'(<span data-figure="input.mcp_spans">{_n(source["mcp_spans"])}</span> MCP) from '
-        f"{len(source['files'])} file(s), {escape(first)} to {escape(last)}; replayed in "
-        f"shadow mode with {escape(settings)}."
+        f"{len(source['files'])} file(s), {escape(first)} to {escape(last)}; replayed as "
+        f"enforcing, with {escape(settings)}."
     )
 
 
@@ -117,7 +123,14 @@ def _headline(c: dict[str, Any]) -> str:
             "good",
         )
         + _card(p + "tool_seconds_saved", c["tool_seconds_saved"], "tool seconds saved", "good")
-        + _card(p + "model_rounds_saved", c["model_rounds_saved"], "model rounds saved", "good")
+        + _card(
+            p + "model_rounds_saved",
+            c["model_rounds_saved"],
+            "model rounds saved"
+            if c["model_rounds_saved"] is not None
+            else "model rounds saved: no round numbers recorded",
+            "good",
+        )
         + _card(
             p + "refused_that_succeeded.count",
             c["refused_that_succeeded"]["count"],
@@ -158,7 +171,7 @@ def _turns(turns: dict[str, Any]) -> str:
         "<h2>Worst turns</h2>",
         f'<p><span data-figure="turns.total">{_n(turns["total"])}</span> turns, '
         f'<span data-figure="turns.with_dead_calls">{_n(turns["with_dead_calls"])}</span> '
-        "with dead calls.</p>",
+        "with refused calls.</p>",
     ]
     for i, t in enumerate(turns["worst"]):
         p = f"turns.worst.{i}."
@@ -221,7 +234,7 @@ def _calls(calls: dict[str, Any]) -> str:
         head = "<th class='l'>server</th>" + ("<th class='l'>tool</th>" if with_tool else "")
         head += "".join(
             f"<th>{h}</th>"
-            for h in ("calls", "ok", "failed", "hidden", "neutral", "dead", "dead s")
+            for h in ("calls", "ok", "failed", "hidden", "neutral", "unknown", "dead", "dead s")
         )
         body = []
         for i, r in enumerate(rows[:TABLE_ROWS]):
@@ -231,6 +244,7 @@ def _calls(calls: dict[str, Any]) -> str:
             cells += fig(p + "outcomes.failed", r["outcomes"]["failed"])
             cells += fig(p + "hidden_failures.count", r["hidden_failures"]["count"])
             cells += fig(p + "outcomes.neutral", r["outcomes"]["neutral"])
+            cells += fig(p + "outcomes.unknown", r["outcomes"]["unknown"])
             cells += fig(p + "dead_calls.count", r["dead_calls"]["count"])
             cells += fig(p + "dead_calls.seconds", r["dead_calls"]["seconds"])
             body.append(f"<tr>{cells}</tr>")

@@ -17,7 +17,9 @@ from processor.offline.figures import iso
 from processor.offline.run import ANALYSED_SECTIONS, Analysis, InputStats
 from processor.offline.sweep import Sweep
 
-REPORT_VERSION = 1
+# 2: the replay enforces (a refused call is never made), turns are those with a tool call,
+# model rounds saved may be null (cannot be known), dead_calls_in_flight.
+REPORT_VERSION = 2
 
 
 def build(
@@ -80,16 +82,20 @@ def input_json(stats: InputStats, options: AnalyzeConfig) -> dict[str, Any]:
 
 
 def settings_json(config: ServiceConfig) -> dict[str, Any]:
-    """The analysis settings that differ from the defaults (shadow mode always on)."""
+    """The analysis settings that differ from the defaults (every rule enforced: the
+    shadow settings are set aside, and not listed)."""
     defaults = ServiceConfig()
     changed: dict[str, Any] = {}
     for section in ANALYSED_SECTIONS:
         ours, theirs = getattr(config, section), getattr(defaults, section)
         for f in dataclasses.fields(ours):
             value = getattr(ours, f.name)
-            if value != getattr(theirs, f.name) and (section, f.name) != ("breaker", "shadow"):
+            if value != getattr(theirs, f.name) and (section, f.name) not in _SET_ASIDE:
                 changed[f"{section}.{f.name}"] = _plain(value)
-    return {"shadow": True, "open_period_jitter": False, "changed": changed}
+    return {"enforcing": True, "open_period_jitter": True, "changed": changed}
+
+
+_SET_ASIDE = frozenset({("breaker", "shadow"), ("breaker", "shadow_rules")})
 
 
 def _plain(value: Any) -> Any:

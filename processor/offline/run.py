@@ -1,4 +1,4 @@
-"""Drive the real pipeline over recorded traces, in shadow mode, in span-time order.
+"""Drive the real pipeline over recorded traces, as enforcing, in span-time order.
 
 Each configuration gets its own ``Pipeline`` (the classifier, the breaker and roster
 health, wired exactly as the service wires them) with a ``Tally`` as its sink. Spans come
@@ -8,10 +8,13 @@ time: set to the end of each batch before it is classified, and to the start of 
 batch for a ``tick()`` first, so a call waiting for its other half is decided alone when
 ``classify.pair_wait_s`` of span time has passed, as the service's ticker would.
 
-Decisions are the in-flight ones with two differences, both for repeatable figures: the
-breaker is in shadow mode (nothing is enforced, so every rule is counted), and open
-periods are not jittered (each is the configured length). Spans whose ids OTLP calls
-invalid are dropped as the hop drops them (``stage.reject_invalid_spans``).
+Decisions are the in-flight ones, as with every rule enforced by a harness that heeds them
+(``enforce.py``): a call the breaker would have refused was never made, so it is evidence
+for nothing after it, and the counterfactual is what enforcing does on the same traffic.
+``breaker.shadow`` and ``breaker.shadow_rules`` are set aside for it. Open periods are
+jittered as in the service (``circuit.jitter_of``: drawn from what opened the circuit, so
+every run gives the same figures). Spans whose ids OTLP calls invalid are dropped as the
+hop drops them (``stage.reject_invalid_spans``).
 """
 
 from __future__ import annotations
@@ -24,11 +27,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from processor.classify.classifier import Classifier
 from processor.config import AnalyzeConfig, ServiceConfig
-from processor.engines.breaker import Breaker
 from processor.engines.roster import RosterHealth
 from processor.engines.turns import NS_PER_S
 from processor.errors import InvalidRequest
 from processor.offline.decode import Decoded, Kept, Origin, Window, decode
+from processor.offline.enforce import EnforcingBreaker
 from processor.offline.order import OrderStats, in_span_order
 from processor.offline.read import STDIN, Problem, Progress, Report, expand, records
 from processor.offline.tally import Tally
@@ -39,7 +42,6 @@ log = logging.getLogger(__name__)
 
 BATCH_SPANS = 512
 PEEK_RECORDS = 64  # records read, at most, to find when a file's spans begin
-NO_JITTER = 0.5  # the middle of the jitter's range: each open period as configured
 # How often the service's ticker decides held calls (server.TICK_INTERVAL_S; a test keeps
 # the two equal): importing the server for it would cost a command start-up its imports.
 TICK_INTERVAL_S = 0.5
@@ -143,22 +145,22 @@ class Analysis:
 def make_analysis(
     config: ServiceConfig, options: AnalyzeConfig, label: tuple[tuple[str, str], ...] = ()
 ) -> Analysis:
-    shadow = replace(config, breaker=replace(config.breaker, shadow=True))
+    enforcing = replace(config, breaker=replace(config.breaker, shadow=False, shadow_rules=()))
     tally = Tally(
         ids=options.ids_per_figure,
         max_rows=options.max_report_rows,
         worst_turns=options.worst_turns,
-        turn_idle_s=shadow.breaker.turn_idle_s,
+        turn_idle_s=enforcing.breaker.turn_idle_s,
     )
     clock = [0.0]
     pipeline = Pipeline(
-        Classifier(shadow.classify),
-        Breaker(shadow.breaker, jitter=lambda: NO_JITTER),
+        Classifier(enforcing.classify),
+        EnforcingBreaker(enforcing.breaker),
         (tally,),
-        RosterHealth(shadow.roster),
+        RosterHealth(enforcing.roster),
         clock=lambda: clock[0],
     )
-    return Analysis(label, shadow, tally, pipeline, clock)
+    return Analysis(label, enforcing, tally, pipeline, clock)
 
 
 def run(

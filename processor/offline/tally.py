@@ -1,13 +1,15 @@
 """The report's figures, gathered from what the pipeline emits: a sink of its findings.
 
-Per server and per tool: calls, outcomes, failure classes, hidden failures, neutral
-outcomes (declined, dismissed, cancelled, refused on an advisory). The counterfactual:
-every call decision that says ``dead_call`` is a call the breaker would have refused,
-within a turn (rules ``turn_call``, ``turn_tool``) or across turns (``tool``, ``server``);
-its recorded outcome says what refusing it would have spared (a failure) or cost (a
-success). Circuits: every transition the decisions carry. Turns and the roster have their
-own tallies. Every count keeps the first ids behind it; every table keyed by names from
-the spans is bounded.
+Per server and per tool: calls, outcomes (every one has its column, ``unknown`` too),
+failure classes, hidden failures, neutral outcomes (declined, dismissed, cancelled,
+refused on an advisory). The counterfactual: every call the enforcing replay refused
+(``enforce.py``: a decision that says ``dead_call`` and ``enforced``), within a turn (rules
+``turn_call``, ``turn_tool``) or across turns (``tool``, ``server``); its recorded outcome
+says what refusing it would have spared (a failure) or cost (a success). Dead calls no
+harness could have refused (made before the failure they repeat had ended, or found dead
+only when a late span came) are counted on their own, ``dead_calls_in_flight``. Circuits:
+every transition the decisions carry. Turns and the roster have their own tallies. Every
+count keeps the first ids behind it; every table keyed by names from the spans is bounded.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from processor.engines.roster import RosterFinding
 from processor.engines.turns import NS_PER_S
 from processor.offline.figures import Count, Rows, bump, iso, name, seconds_between
 from processor.offline.roster_tally import RosterTally
-from processor.offline.turn_tally import WITHIN, Turns
+from processor.offline.turn_tally import WITHIN, Turns, refused
 
 MAX_TRANSITIONS_LISTED = 256  # per circuit; the counts go on past it
 
@@ -48,6 +50,7 @@ class CallRow:
         self.dead, self.refused_ok = Count(self.cap), Count(self.cap)
 
     def add(self, decision: CallDecision, seconds: float) -> None:
+        """One call; ``dead_calls`` counts the ones refused (see ``refused``)."""
         call = decision.call
         ids = (call.trace_id, call.span_ids[0])
         self.calls += 1
@@ -61,7 +64,7 @@ class CallRow:
                 self.hidden.add(*ids, seconds)
         if call.verdict.neutral_reason is not None:
             bump(self.neutral, call.verdict.neutral_reason.value)
-        if decision.dead_call:
+        if refused(decision):
             self.dead.add(*ids, seconds)
             if call.outcome is Outcome.OK:
                 self.refused_ok.add(*ids, seconds)
@@ -156,6 +159,7 @@ class Tally:
         self.all_calls = CallRow(ids)
         self.refused = Count(ids)
         self.within, self.across = Count(ids), Count(ids)
+        self.in_flight = Count(ids)
         self.by_rule: dict[str, Count] = {}
         self.refused_by_outcome: dict[str, Count] = {}
         self.circuits: Rows[tuple[str, str, str], CircuitRow] = Rows(
@@ -176,8 +180,13 @@ class Tally:
 
     def _decision(self, decision: CallDecision) -> None:
         call = decision.call
-        self.latest_s = max(self.latest_s, call.end_ns / NS_PER_S)
         seconds = seconds_between(call.start_ns, call.end_ns)
+        if decision.late:
+            # A call counted when it came, found dead since: it was made all the same.
+            if decision.dead_call:
+                self.in_flight.add(call.trace_id, call.span_ids[0], seconds)
+            return
+        self.latest_s = max(self.latest_s, call.end_ns / NS_PER_S)
         server = call.server or ""
         self.all_calls.add(decision, seconds)
         self.servers.at(server).add(decision, seconds)
@@ -187,9 +196,11 @@ class Tally:
             self.circuits.at((key.scope.value, key.name, key.tenant)).move(transition, call)
         self.turns.decision(decision)
         self.roster.decision(decision)
-        if not decision.dead_call:
-            return
         ids = (call.trace_id, call.span_ids[0])
+        if not refused(decision):
+            if decision.dead_call:
+                self.in_flight.add(*ids, seconds)
+            return
         self.refused.add(*ids, seconds)
         (self.within if decision.rule in WITHIN else self.across).add(*ids, seconds)
         rule = decision.rule.value if decision.rule else ""
@@ -220,9 +231,12 @@ class Tally:
             "refused_that_succeeded": self.refused_by_outcome.get(
                 Outcome.OK.value, empty
             ).to_json(),
-            "model_rounds_saved": self.turns.rounds_saved,
+            # None when it cannot be known: no turn with refused calls recorded rounds.
+            "model_rounds_saved": self.turns.rounds_saved_known(),
             "turns_with_rounds_saved": self.turns.turns_with_rounds_saved,
+            "turns_without_round_numbers": self.turns.without_rounds,
             "turns_with_dead_calls": self.turns.with_dead_calls,
+            "dead_calls_in_flight": self.in_flight.to_json(),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -245,7 +259,7 @@ class Tally:
             },
             "counterfactual": self.counterfactual(),
             "turns": {
-                "total": self.turns.total,
+                "total": self.turns.total(),
                 "with_dead_calls": self.turns.with_dead_calls,
                 "worst": [t.to_json() for t in self.turns.worst()],
             },

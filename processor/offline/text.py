@@ -55,7 +55,7 @@ def _header(report: dict[str, Any], day: str) -> str:
     return (
         f"mcp-breaker analyze: {_plural(files, 'file')}, {_plural(source['spans'], 'span')} "
         f"({source['mcp_spans']:,} MCP){span}\n"
-        f"shadow mode, open periods without jitter; settings: {settings}"
+        "as enforcing every rule (a refused call is never made); settings: " + settings
     )
 
 
@@ -71,13 +71,32 @@ def _counterfactual(c: dict[str, Any]) -> str:
         f"    across turns      {_plural(across['count'], 'call')}, {_s(across['seconds'])}",
         f"  dead calls spared   {spared['count']:,} (refused, and they failed): "
         f"{_s(c['tool_seconds_saved'])} of tool time",
-        f"  model rounds saved  {c['model_rounds_saved']:,} in "
-        f"{_plural(c['turns_with_rounds_saved'], 'turn')}",
+        f"  model rounds saved  {_rounds_saved(c)}",
         f"  good calls refused  {good['count']:,}, {_s(good['seconds'])} (refused, though "
         "they succeeded: the cost of enforcing)",
-        f"  turns affected      {c['turns_with_dead_calls']:,} had dead calls",
+        f"  turns affected      {c['turns_with_dead_calls']:,} had refused calls",
     ]
+    flight = c["dead_calls_in_flight"]
+    if flight["count"]:
+        lines.append(
+            f"  made in flight      {_plural(flight['count'], 'dead call')}, "
+            f"{_s(flight['seconds'])} (begun before the failure they repeat had ended: not "
+            "refused)"
+        )
     return "\n".join(lines)
+
+
+NO_ROUNDS = "cannot be known: no round numbers recorded (mcp.turn.round)"
+
+
+def _rounds_saved(c: dict[str, Any]) -> str:
+    saved, unknown = c["model_rounds_saved"], c["turns_without_round_numbers"]
+    if saved is None:
+        return NO_ROUNDS
+    said = f"{saved:,} in {_plural(c['turns_with_rounds_saved'], 'turn')}"
+    if unknown:
+        said += f"; not known for {_plural(unknown, 'turn')} (no round numbers recorded)"
+    return said
 
 
 def _classes(row: dict[str, Any]) -> str:
@@ -113,6 +132,7 @@ def _call_rows(rows: list[dict[str, Any]], key: Any) -> list[list[str]]:
             f"{r['outcomes']['failed']:,}",
             f"{r['hidden_failures']['count']:,}",
             f"{r['outcomes']['neutral']:,}",
+            f"{r['outcomes']['unknown']:,}",
             f"{r['dead_calls']['count']:,}",
             f"{r['dead_calls']['seconds']:,.1f}",
             _classes(r),
@@ -121,7 +141,17 @@ def _call_rows(rows: list[dict[str, Any]], key: Any) -> list[list[str]]:
     ]
 
 
-_CALL_HEADERS = ["calls", "ok", "failed", "hidden", "neutral", "dead", "dead s", "classes"]
+_CALL_HEADERS = [
+    "calls",
+    "ok",
+    "failed",
+    "hidden",
+    "neutral",
+    "unknown",
+    "dead",
+    "dead s",
+    "classes",
+]
 
 
 def _calls(calls: dict[str, Any]) -> str:
@@ -152,10 +182,10 @@ def _more(rows: list[Any], shown: int = TEXT_ROWS) -> list[str]:
 
 def _turns(turns: dict[str, Any], day: str) -> str:
     lines = [
-        f"WORST TURNS ({turns['total']:,} turns, {turns['with_dead_calls']:,} with dead calls)"
+        f"WORST TURNS ({turns['total']:,} turns, {turns['with_dead_calls']:,} with refused calls)"
     ]
     if not turns["worst"]:
-        return lines[0] + "\n  no turn had a failure, a dead call or a collapse"
+        return lines[0] + "\n  no turn had a failure, a refused call or a collapse"
     for n, t in enumerate(turns["worst"][:TEXT_TURNS], 1):
         dead = t["dead_calls"]
         lines.append(
@@ -164,10 +194,14 @@ def _turns(turns: dict[str, Any], day: str) -> str:
             + (f"  trace {t['trace_ids'][0]}" if len(t["trace_ids"]) == 1 else "")
         )
         lines += _wrap(
-            f"{_plural(t['calls'], 'call')}, {t['failed']:,} failed, {dead['count']:,} dead "
+            f"{_plural(t['calls'], 'call')}, {t['failed']:,} failed, {dead['count']:,} refused "
             f"({t['dead_within_turn']:,} within the turn, {t['dead_across_turns']:,} across "
-            f"turns), {_s(dead['seconds'])} on dead calls, "
-            f"{_plural(t['model_rounds_saved'], 'model round')} saved"
+            f"turns), {_s(dead['seconds'])} on refused calls, "
+            + (
+                "model rounds saved cannot be known (no round numbers recorded)"
+                if t["model_rounds_saved"] is None
+                else f"{_plural(t['model_rounds_saved'], 'model round')} saved"
+            )
         )
         for r in t["repeated_failures"][:3]:
             error = r["error"][:EXCERPT_CHARS] + ("…" if len(r["error"]) > EXCERPT_CHARS else "")
@@ -293,7 +327,7 @@ def sweep_table(sweep: dict[str, Any]) -> str:
             f"{row['dead_calls_spared']:,}",
             f"{row['good_calls_refused']:,}",
             f"{row['tool_seconds_saved']:,.1f}",
-            f"{row['model_rounds_saved']:,}",
+            "?" if row["model_rounds_saved"] is None else f"{row['model_rounds_saved']:,}",
             f"{row['circuits_opened']:,}",
         ]
         for row in sweep["rows"]

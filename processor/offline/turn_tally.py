@@ -11,11 +11,12 @@ closes first); at the end every turn closes. A closed turn adds to the totals, a
 ``worst`` of them are kept whole, worst first: most dead calls, then most seconds spent
 on them, then most failures.
 
-**Model rounds saved**, per turn: the rounds after the round of the turn's first dead
-call (the first call the breaker would have refused, by start time) in which every call
-the turn made was a dead call. With the breaker enforcing, the model would have had the
-refusal in hand instead of making those calls; rounds without a recorded call, and calls
-without a round number, count for nothing.
+**Model rounds saved**, per turn: the rounds after the round of the turn's first refused
+call (by start time) in which every call the turn made was refused. With the breaker
+enforcing, the model would have had the refusal in hand instead of making those calls;
+rounds without a recorded call, and calls without a round number, count for nothing. When
+the turn's first refused call has no round number the figure cannot be known: it is None,
+and the turn counts in ``without_rounds``, never as a turn that saved 0.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ WITHIN = frozenset({Rule.TURN_CALL, Rule.TURN_TOOL})
 MAX_ROUNDS = 512  # rounds followed per turn (as the roster engine)
 MAX_REPEATED = 64  # distinct failures repeated, per turn
 MAX_TRACES = 8  # trace ids named per turn
+
+
+def refused(decision: CallDecision) -> bool:
+    """Did the enforcing replay refuse the call (``enforce.py``)? A dead call it let
+    through (in flight when its twin failed) was made: it saved nothing."""
+    return decision.dead_call and decision.enforced
 
 
 @dataclass(slots=True)
@@ -98,9 +105,12 @@ class TurnTally:
             tally = self.rounds[number] = RoundTally()
         return tally
 
-    def rounds_saved(self) -> int:
-        if self.first_dead is None or self.first_dead[1] is None:
+    def rounds_saved(self) -> int | None:
+        """None: the turn refused calls, but its first refused call has no round number."""
+        if self.first_dead is None:
             return 0
+        if self.first_dead[1] is None:
+            return None
         after = self.first_dead[1]
         return sum(1 for n, r in self.rounds.items() if n > after and r.calls and r.dead == r.calls)
 
@@ -174,10 +184,22 @@ class Turns:
         self._worst: list[tuple[tuple[int, float, int, int, int], int, TurnTally]] = []
         self._order = itertools.count()
         self._now = float("-inf")
-        self.total = 0
+        self.closed = 0  # turns closed, each with a call at least
         self.with_dead_calls = 0
         self.rounds_saved = 0
         self.turns_with_rounds_saved = 0
+        self.without_rounds = 0  # turns with refused calls whose rounds saved are unknown
+
+    def total(self) -> int:
+        """The turns seen: those closed, and those open that made a call."""
+        return self.closed + sum(1 for _, tally in self._open.values() if tally.calls)
+
+    def rounds_saved_known(self) -> int | None:
+        """Model rounds saved in every turn; None when no turn that refused calls recorded
+        the round of its first refusal (nothing to sum but unknowns)."""
+        if self.with_dead_calls and self.without_rounds == self.with_dead_calls:
+            return None
+        return self.rounds_saved
 
     def _touch(self, tenant: str, turn: str, at_s: float) -> TurnTally:
         self._now = max(self._now, at_s)
@@ -193,8 +215,6 @@ class Turns:
             self._close(entry[1])
             entry = None
         tally = entry[1] if entry is not None else TurnTally(turn, tenant, self._cap)
-        if entry is None:
-            self.total += 1
         self._open[key] = (self._now, tally)
         return tally
 
@@ -211,7 +231,7 @@ class Turns:
             round_.calls += 1
             round_.ok += call.outcome is Outcome.OK
             round_.failed += failed
-        if not decision.dead_call:
+        if not refused(decision):
             return
         seconds = seconds_between(call.start_ns, call.end_ns)
         tally.dead.add(call.trace_id, call.span_ids[0], seconds)
@@ -268,11 +288,17 @@ class Turns:
             tally.collapses[collapse.from_round] = collapse
 
     def _close(self, tally: TurnTally) -> None:
+        if not tally.calls:
+            return  # listings alone: not a turn
+        self.closed += 1
         if tally.dead.n:
             self.with_dead_calls += 1
         saved = tally.rounds_saved()
-        self.rounds_saved += saved
-        self.turns_with_rounds_saved += saved > 0
+        if saved is None:
+            self.without_rounds += 1
+        else:
+            self.rounds_saved += saved
+            self.turns_with_rounds_saved += saved > 0
         if not tally.interesting():
             return
         entry = (tally.rank(), -next(self._order), tally)

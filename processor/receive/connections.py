@@ -1,4 +1,4 @@
-"""A cap on the connections one HTTP listener holds, that idle connections cannot fill.
+"""A cap on the connections one listener holds, that idle connections cannot fill.
 
 Every connection is a file descriptor and buffers; an outsider who opens thousands and
 sends nothing would otherwise exhaust the process's descriptors, and with them the gRPC
@@ -11,18 +11,28 @@ aiohttp's keep-alive timeout (``receivers.http.idle_timeout_s``), which applies 
 connection that never sends a request too.
 
 The counting protocol only forwards the transport's callbacks to aiohttp's own request
-handler; the middleware only marks a connection busy while its request is handled.
+handler; the middleware only marks a connection busy while its request is handled. The
+gRPC ports hold their connections in a port gate (``processor/receive/portgate.py``)
+under the same limit: anything with ``busy``, ``active_at`` and ``close()`` can be held.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Protocol
 
 from aiohttp import web
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class Held(Protocol):
+    busy: int  # requests in progress on the connection: while any is, it is not evicted
+    active_at: float  # when it last received anything, by the limit's clock
+
+    def close(self) -> None: ...
 
 
 class ConnectionLimit:
@@ -31,7 +41,7 @@ class ConnectionLimit:
         self.refused = 0  # connections closed at accept: every held one was busy
         self.evicted = 0  # quiet connections closed to make room for a new one
         self._clock = clock
-        self._held: dict[asyncio.BaseTransport, _Counted] = {}
+        self._held: dict[Hashable, Held] = {}
 
     @property
     def open(self) -> int:
@@ -52,7 +62,12 @@ class ConnectionLimit:
             counted.busy -= 1
             counted.active_at = self._clock()
 
-    def _admit(self, counted: _Counted, transport: asyncio.BaseTransport) -> bool:
+    def now(self) -> float:
+        return self._clock()
+
+    def admit(self, held: Held, key: Hashable) -> bool:
+        """Holds ``held`` (under ``key``), closing the quietest idle one at the cap; False
+        when every held connection is busy: the caller closes the new one."""
         if len(self._held) >= self.cap:
             quiet = [c for c in self._held.values() if not c.busy]
             if not quiet:
@@ -60,13 +75,13 @@ class ConnectionLimit:
                 return False
             self.evicted += 1
             min(quiet, key=lambda c: c.active_at).close()
-        counted.active_at = self._clock()
-        self._held[transport] = counted
+        held.active_at = self._clock()
+        self._held[key] = held
         return True
 
-    def _release(self, transport: asyncio.BaseTransport | None) -> None:
-        if transport is not None:
-            self._held.pop(transport, None)
+    def release(self, key: Hashable | None) -> None:
+        if key is not None:
+            self._held.pop(key, None)
 
 
 class _Counted(asyncio.Protocol):
@@ -82,12 +97,12 @@ class _Counted(asyncio.Protocol):
 
     def close(self) -> None:
         transport, self._transport = self._transport, None
-        self._limit._release(transport)
+        self._limit.release(transport)
         if transport is not None:
             transport.close()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if not self._limit._admit(self, transport):
+        if not self._limit.admit(self, transport):
             transport.close()  # no handler ever sees it; nothing was read or written
             return
         self._transport = transport
@@ -96,12 +111,12 @@ class _Counted(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         transport, self._transport = self._transport, None
-        self._limit._release(transport)
+        self._limit.release(transport)
         if self._admitted:
             self._inner.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        self.active_at = self._limit._clock()
+        self.active_at = self._limit.now()
         self._inner.data_received(data)  # type: ignore[attr-defined]
 
     def eof_received(self) -> bool | None:

@@ -87,6 +87,15 @@ class Entry:
 
 build_entry = builder(Entry)  # one per entry read: every replica reads every event
 _FIELD_NAMES = [b"n", b"o", b"u", b"e"]  # an entry's fields, as _APPEND writes them
+# What an entry _APPEND wrote holds; anything else is another writer's, read as unreadable.
+# A position numbers advisory changes (position << CHANGE_BITS in the wire's uint64).
+MAX_POSITION = 2**40
+MAX_UID = 2**63 - 1
+MAX_ORIGIN_CHARS = 64  # a replica's name is 12 hex digits
+# The stream's clock drives expiry; past this (an id another writer set, ~2116) no deadline
+# computed from it fits the wire's int64 of nanoseconds.
+MAX_AT_S = 2**62 / 1e9
+MAX_EPOCH_CHARS = 64  # an epoch is 16 hex digits; it goes into every advisory message
 
 
 def password_of(config: RedisConfig) -> str | None:
@@ -139,7 +148,9 @@ class RedisStore:
         key = f"{self.prefix}:epoch"
         await self.client.set(key, secrets.token_hex(8), nx=True)
         value = await self.client.get(key)
-        return value.decode() if isinstance(value, bytes) else str(value)
+        # Another writer's epoch is taken as every replica takes it: readable, and short.
+        text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+        return text[:MAX_EPOCH_CHARS]
 
     async def append(self, origin: str, events: list[tuple[int, bytes]]) -> list[tuple[str, int]]:
         """Add events in order; their (entry id, position)."""
@@ -224,7 +235,7 @@ def _entry(entry_id: bytes, fields: list[bytes]) -> Entry:
         else:  # in another order: by name
             data = dict(zip(fields[0::2], fields[1::2], strict=False))
             position, origin, uid, payload = (data[name] for name in _FIELD_NAMES)
-        return build_entry(
+        entry = build_entry(
             entry_id=text,
             position=int(position),
             origin=origin.decode(),
@@ -232,7 +243,15 @@ def _entry(entry_id: bytes, fields: list[bytes]) -> Entry:
             payload=payload,
             at_s=at_s,
         )
-    except (KeyError, ValueError):  # a field missing, a number or an origin unreadable
-        # Something else wrote to the stream. The entry is handed on to be skipped and
-        # counted: raising here would stop the replica at it, retrying it for ever.
-        return build_entry(entry_id=text, position=0, origin="", uid=0, payload=None, at_s=at_s)
+        if (
+            0 < entry.position <= MAX_POSITION
+            and 0 < entry.uid <= MAX_UID
+            and len(entry.origin) <= MAX_ORIGIN_CHARS
+            and at_s <= MAX_AT_S
+        ):
+            return entry
+    except (KeyError, ValueError, TypeError, AttributeError):
+        pass  # a field missing, a number or an origin unreadable
+    # Something else wrote to the stream. The entry is handed on to be skipped and counted:
+    # raising here would stop the replica at it, retrying it for ever.
+    return build_entry(entry_id=text, position=0, origin="", uid=0, payload=None, at_s=at_s)

@@ -483,7 +483,8 @@ RECEIVER_CONNECTIONS = _hop(
     "receiver_connections",
     G,
     ("transport",),
-    "Connections open on a receiver with a connection cap (receivers.http.max_connections).",
+    "Connections open on a port with a connection cap: http (receivers.http.max_connections), "
+    "grpc and advisories (the gRPC ports' gates).",
     "mcp_breaker_receiver_connections",
 )
 RECEIVER_CONNECTIONS_REFUSED = _hop(
@@ -502,12 +503,23 @@ RECEIVER_CONNECTIONS_EVICTED = _hop(
     "connections (an attack, or clients that never close) if it keeps rising.",
     "rate(mcp_breaker_receiver_connections_evicted_total[5m])",
 )
+RECEIVER_GOAWAYS = _hop(
+    "receiver_goaways",
+    C,
+    ("transport", "reason"),
+    "Connections a gRPC port's gate sent a GOAWAY and closed: rapid_reset (the client "
+    "reset streams faster than the gate allows, CVE-2023-44487). Cleartext only; under "
+    "TLS, gRPC's own stream limits apply.",
+    "sum by (transport) (rate(mcp_breaker_receiver_goaways_total[5m])) > 0",
+)
 STAGE_REQUESTS = _hop(
     "stage_requests",
     C,
     ("path",),
-    "Requests by stage path: passthrough (forwarded as received), parsed, or unreadable "
-    "(may hold MCP spans but does not decode in full: forwarded as received, not analysed).",
+    "Requests by stage path: passthrough (no MCP marker: forwarded as received), parsed "
+    "(what holds a marker decoded, its possible MCP spans analysed), or unreadable (a "
+    "resource, scope or span holding a marker does not decode: forwarded as received, not "
+    "analysed).",
     "sum by (path) (rate(mcp_breaker_stage_requests_total[5m]))",
 )
 STAGE_ERRORS = _hop(
@@ -595,6 +607,17 @@ IN_FLIGHT = _hop(
     "Export requests being sent to the next hop.",
     "mcp_breaker_exporter_in_flight_requests",
 )
+ATTEMPT_TIMEOUT = MetricSpec(
+    name="exporter_attempt_timeout_seconds",
+    kind=G,
+    unit="",
+    labels=(),
+    help="The deadline a new export's first attempt gets: forward.timeout_s, or longer, up "
+    "to forward.max_timeout_s, learnt from a next hop that answers slower (recent answers' "
+    "p95 latency x 2, or twice an attempt that timed out).",
+    query="max(mcp_breaker_exporter_attempt_timeout_seconds)",
+    workers=Merge.MAX,
+)
 
 HOP: tuple[MetricSpec, ...] = (
     ACCEPTED_SPANS,
@@ -604,6 +627,7 @@ HOP: tuple[MetricSpec, ...] = (
     RECEIVER_CONNECTIONS,
     RECEIVER_CONNECTIONS_REFUSED,
     RECEIVER_CONNECTIONS_EVICTED,
+    RECEIVER_GOAWAYS,
     STAGE_REQUESTS,
     STAGE_ERRORS,
     SENT_SPANS,
@@ -616,5 +640,6 @@ HOP: tuple[MetricSpec, ...] = (
     QUEUE_BYTES,
     QUEUE_CAPACITY_BYTES,
     IN_FLIGHT,
+    ATTEMPT_TIMEOUT,
 )
 CATALOGUE: tuple[MetricSpec, ...] = DERIVED + SHARED + HOP

@@ -8,7 +8,7 @@ by a collector, never copied.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter
@@ -56,6 +56,7 @@ _QUEUE_GAUGES = (
     (catalogue.QUEUE_BYTES, "bytes"),
     (catalogue.QUEUE_CAPACITY_BYTES, "capacity_bytes"),
     (catalogue.IN_FLIGHT, "in_flight"),
+    (catalogue.ATTEMPT_TIMEOUT, "attempt_timeout_s"),
 )
 
 
@@ -74,11 +75,10 @@ class QueueCollector(Collector):
 
 
 class ConnectionCollector(Collector):
-    """Reads a listener's connection cap at scrape time."""
+    """Reads the listeners' connection caps at scrape time, one family for all of them."""
 
-    def __init__(self, transport: str, limit: ConnectionLimit) -> None:
-        self._transport = transport
-        self._limit = limit
+    def __init__(self, limits: Mapping[str, ConnectionLimit]) -> None:
+        self._limits = limits  # by transport
 
     def collect(self) -> Iterable[Metric]:
         open_ = GaugeMetricFamily(
@@ -86,17 +86,18 @@ class ConnectionCollector(Collector):
             catalogue.RECEIVER_CONNECTIONS.help,
             labels=("transport",),
         )
-        open_.add_metric((self._transport,), self._limit.open)
         refused = CounterMetricFamily(
             catalogue.RECEIVER_CONNECTIONS_REFUSED.full_name,
             catalogue.RECEIVER_CONNECTIONS_REFUSED.help,
             labels=("transport",),
         )
-        refused.add_metric((self._transport,), self._limit.refused)
         evicted = CounterMetricFamily(
             catalogue.RECEIVER_CONNECTIONS_EVICTED.full_name,
             catalogue.RECEIVER_CONNECTIONS_EVICTED.help,
             labels=("transport",),
         )
-        evicted.add_metric((self._transport,), self._limit.evicted)
+        for transport, limit in self._limits.items():
+            open_.add_metric((transport,), limit.open)
+            refused.add_metric((transport,), limit.refused)
+            evicted.add_metric((transport,), limit.evicted)
         return (open_, refused, evicted)

@@ -3,6 +3,7 @@
  *
  *     fingerprint.ts  canonical JSON and the call fingerprint, byte for byte as the service's
  *     redact.ts       error texts scrubbed before they leave the harness, as the service does
+ *     secret-words.ts the words for password, secret, token and key that redact.ts reads after
  *     calls.ts        server, fingerprint and recorded arguments of a call
  *     advisory.ts     the Advisory as this library hands it out
  *     mirror.ts       the advisories in force, kept locally; check() in microseconds

@@ -1,6 +1,7 @@
 /**
  * Redaction gives what mcp-breaker's Python code gives: the shared vectors (the Python
- * suite's own cases and more), then randomized error texts judged by the Python code.
+ * suite's own cases, its redaction corpora and more), then randomized error texts judged
+ * by the Python code.
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -22,7 +23,7 @@ const vectors = JSON.parse(readFileSync(join(VECTORS, "redact.json"), "utf8")) a
 
 describe("redact", () => {
   test("gives the shared vectors' answers", () => {
-    assert.ok(vectors.length >= 300);
+    assert.ok(vectors.length >= 800); // the corpora of tests/fixtures/redaction among them
     for (const vector of vectors) {
       assert.equal(
         redact(vector.text, vector.max_chars),
@@ -38,6 +39,24 @@ describe("redact", () => {
     const redacted = redact(text);
     for (const gone of ["admin", "s3cr3t", "k1"]) assert.ok(!redacted.includes(gone), redacted);
     assert.ok(redacted.includes("10.0.0.7:8931/mcp") && redacted.includes("Unauthorized"));
+  });
+
+  test("removes what follows a credential word in other syntaxes and languages", () => {
+    const texts = [
+      "sshpass -p 'opensesame' scp a.txt host: exit 5",
+      "curl -u admin:Curl9pw https://example.com: 401",
+      '<wsse:Password Type="PasswordText">XmlPw1</wsse:Password>',
+      "le mot de passe est Bonjour! et pässword=Gëheim",
+      "the password was changed from OldPw1 to NewPw2",
+      "密码是abc123",
+      "key 9fJk2LmQ8rTzX4vB1nW7 rejected",
+    ];
+    const secrets = ["opensesame", "Curl9pw", "XmlPw1", "Bonjour", "Gëheim", "OldPw1", "NewPw2"];
+    const redacted = texts.map((text) => redact(text)).join(" ");
+    for (const gone of [...secrets, "abc123", "9fJk2LmQ8rTzX4vB1nW7"]) {
+      assert.ok(!redacted.includes(gone), redacted);
+    }
+    assert.ok(redacted.includes("sshpass -p") && redacted.includes("mot de passe est"));
   });
 
   test("reads a megabyte no further than its scan limit, and caps the result", () => {
@@ -56,7 +75,7 @@ describe("randomized error texts, judged by the Python implementation", () => {
 
   test("any text redacts the same on both sides", async () => {
     const random = seeded(943);
-    for (let i = 0; i < 2000; i++) {
+    for (let i = 0; i < 4000; i++) {
       const pieces = Math.floor(random() * 14);
       let text = "";
       for (let j = 0; j < pieces; j++) text += FRAGMENTS[Math.floor(random() * FRAGMENTS.length)];
@@ -108,4 +127,26 @@ const FRAGMENTS = [
   "&b=2", "%26x%3D1", "]", "}", "(", '\\"', '{\\"client_secret\\":\\"', '\\":', "ab\\\"cd",
   "mysql", "mysqldump -u root", "mariadb", " -p", " -pS3cret", " -p'two words'", "-P 3306",
   "cp -pr", " | gzip",
+  // Command lines: options naming a secret, commands whose short option takes a password
+  // (and "ssh -p 22", which does not), a user and password in one option, a uid:gid.
+  "--password ", "--api-key=", "-passin pass:", "--password-stdin", "-PASSWORD ", "--token :",
+  "sshpass", "redis-cli", "sqlcmd", "ldapsearch", "mongosh", "docker login", "helm registry login",
+  "az login", "ssh", " -a ", " -P ", " -w ", " -p ", "-u ", "--user=", "-U ", "bob:", "bob%",
+  "bob,", "1000:1000", "hunter2", "'quoted pw'",
+  // XML, named values, key names abroad or with accents, CJK words and their particles.
+  "<password>", "</password>", "<wsse:Password Type=\"t\">", "</wsse:Password>", "<param ",
+  'name="token">', "</param>", 'key="Password" value="', "name: DB_PASSWORD value: ", "/>",
+  "pässword=", "contraseña: ", "mot_de_passe=", "API-Schlüssel=", "db_senha=", "clé:", "ﹰ",
+  "¨", "Pąsswörd", "ẞ", "ß", "ł", "ø", "\u0301", "密码", "密碼是", "パスワードは", "です",
+  "비밀번호는 ", "API 키", "apiキー", "ｘ", "秘密鍵=",
+  // Prose in other languages, and verbs of setting.
+  "le mot de passe est ", "das Passwort ist ", "ПАРОЛЬ ", "пароль: ", "ᲂ", "ᲃ", "ᲄ", "ŞİFRE ",
+  "hasło ", "jeton ", "clé api ", " était ", " é ", " это ", "incorrect", "zu kurz", "не",
+  " was reset to ", " has been changed to ", " changed from ", " to ", " rotated to ",
+  " set to expire", " is now ", "default",
+  // Keys by a scanner's prefix, by a mark in their middle, and runs that look random.
+  "sk_live_", "SG.", "hf_", "key-", "secret_", "npm_", "xkeysib-", "value-store", "Ab3",
+  "secret_manager_unavailable", "abcdefghij0123456789", "atlasv1", ".atlasv1.", "Q~",
+  "abcdefghijklmn", "PuTTY-User-Key-File-2: ", "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+  "9fJk2LmQ8rTzX4vB1nW7", "Http2ServerConnectionHandler", "A3TX", "ABIA", "MTk4NjIyNDgzNDcxOTI1MjQ4",
 ]; // prettier-ignore

@@ -24,8 +24,12 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[3]
+# tests/test_redact_corpus.py's corpora: error texts with one secret each, and texts that
+# must come back as written, of shapes the rules were not written case by case for.
+REDACTION_CORPUS = REPO / "tests" / "fixtures" / "redaction"
 sys.path.insert(0, str(REPO))
 
+from processor.classify import secret_words  # noqa: E402
 from processor.classify.fingerprint import (  # noqa: E402
     arguments_digest,
     canonical_json,
@@ -33,7 +37,7 @@ from processor.classify.fingerprint import (  # noqa: E402
     fingerprints,
 )
 from processor.classify.outcome import Signals, judge  # noqa: E402
-from processor.classify.redact import redact  # noqa: E402
+from processor.classify.redact import DEFAULT_MAX_CHARS, redact  # noqa: E402
 from processor.classify.result import read_result  # noqa: E402
 from processor.engines import messages  # noqa: E402
 
@@ -146,8 +150,54 @@ PAIR_VALUES = ["Tr0ub4dor&3", "abc;def123", "a,b,c;d&e", "x!#*+-"]
 PAIR_AFTERS = ["", " rejected", "&user=bob", "; retry", ", user=bob", "%26x%3D1"]
 
 
+def corpus_texts() -> list[str]:
+    """The texts of every redaction corpus, read as tests/test_redact_corpus.py reads them."""
+    texts = []
+    for path in sorted(REDACTION_CORPUS.glob("*.jsonl")):
+        with path.open(encoding="utf-8") as lines:
+            texts += [json.loads(line)["text"] for line in lines if line.strip()]
+    return texts
+
+
+def secret_word_inputs() -> list[tuple[str, int]]:
+    """Each word of secret_words where it decides, so a port's copy of the lists is checked
+    word by word: a keyword before a plain word and a copula, a key name, a stop word."""
+    prose = secret_words.PASSWORD_WORDS_ABROAD + secret_words.OTHER_WORDS_ABROAD
+    texts = [
+        f"{word} swordfish, {word.upper()} {copula} hunter"
+        for word in prose
+        for copula in secret_words.COPULAS_ABROAD[:1]
+    ]
+    texts += [
+        f"error: {word} {copula} swordfish"
+        for word in prose[:3]
+        for copula in secret_words.COPULAS_ABROAD
+    ]
+    texts += [
+        f"passwort {word}, mot de passe {word.capitalize()}"
+        for word in secret_words.STOP_WORDS_ABROAD
+    ]
+    names = (
+        secret_words.KEY_NAME_ENDINGS_ABROAD
+        + secret_words.KEY_NAMES_ABROAD
+        + secret_words.KEY_NAME_ENDINGS_ENGLISH
+    )
+    texts += [f"{name}=v1 db_{name}: v2 <{name}>v3</{name}> xé{name}=v4" for name in names]
+    cjk = secret_words.CJK_PASSWORD_WORDS + secret_words.CJK_OTHER_WORDS
+    texts += [
+        f"{word}{particle}abc123 {word} {particle} x"
+        for word in cjk
+        for particle in secret_words.CJK_PARTICLES[: 1 + len(word) % 4]
+    ]
+    texts += [
+        f"{word}{particle}x1です" for word in cjk[:1] for particle in secret_words.CJK_PARTICLES
+    ]
+    return [(text, DEFAULT_MAX_CHARS) for text in texts]
+
+
 def redaction_inputs() -> list[tuple[str, int]]:
-    """The Python suite's own cases, then more that a port to another language may miss."""
+    """The Python suite's own cases and its redaction corpora, then more that a port to
+    another language may miss."""
     from tests.test_redact import EXACT, GONE_AND_KEPT
     from tests.test_redact_prose import PAIR_KEYS, SECRETS, SURVIVORS
 
@@ -159,7 +209,8 @@ def redaction_inputs() -> list[tuple[str, int]]:
         for i, (key, separator) in enumerate(itertools.product(PAIR_KEYS, PAIR_SEPARATORS))
         for value in [PAIR_VALUES[i // len(PAIR_SEPARATORS) % len(PAIR_VALUES)]]
     ]
-    return cases + MORE_REDACTION_INPUTS + pairs
+    cases += [(text, DEFAULT_MAX_CHARS) for text in corpus_texts()]
+    return cases + MORE_REDACTION_INPUTS + pairs + secret_word_inputs()
 
 
 def fingerprint_vector(server: str, tool: str, arguments_json: str) -> dict[str, Any]:
