@@ -12,7 +12,6 @@ import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.cheap_dataclasses import builder
-from processor.classify.dialects import Kind, Reading, build_reading
 from processor.classify.events import (
     Dialect,
     Outcome,
@@ -24,6 +23,7 @@ from processor.classify.events import (
     build_tool_listing,
 )
 from processor.classify.outcome import Signals, build_signals
+from processor.classify.reading import Kind, Reading, build_reading
 from processor.classify.spanview import SpanView
 
 CALL: dict[str, Any] = dict(

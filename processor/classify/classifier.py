@@ -30,8 +30,6 @@ from processor.classify.dialects import (
     OPENINFERENCE_SCOPE,
     READ_KEYS,
     READ_PREFIXES,
-    Kind,
-    Reading,
     read,
 )
 from processor.classify.events import (
@@ -49,6 +47,7 @@ from processor.classify.events import (
 from processor.classify.fingerprint import fingerprint
 from processor.classify.listing import listing_counts
 from processor.classify.outcome import judge
+from processor.classify.reading import Kind, Reading
 from processor.classify.recent import ExpiringKeys, ExpiringValues, RecentKeys
 from processor.classify.spanview import (
     MAX_ATTRIBUTES,

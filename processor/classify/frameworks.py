@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from processor.classify.events import Dialect, Side
 from processor.classify.outcome import Signals
+from processor.classify.reading import Kind, Reading, build_reading, span_signals
 from processor.classify.result import ResultReading, read_result
 from processor.classify.spanview import (
     AttributeValue,
@@ -72,9 +73,6 @@ FAILURE_WRAPPERS = re.compile(
     re.I,
 )
 
-if TYPE_CHECKING:  # the readers import dialects' builder lazily: dialects imports this
-    from processor.classify.dialects import Reading
-
 
 def is_genai_tool(name: str, attributes: Any) -> bool:
     """A GenAI execute_tool span: by its operation, else by its name."""
@@ -85,7 +83,6 @@ def is_genai_tool(name: str, attributes: Any) -> bool:
 
 
 def genai(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
-    from processor.classify.dialects import Kind, build_reading
 
     attrs = span.attributes
     text = span.text
@@ -114,7 +111,6 @@ def genai(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
 
 
 def openinference(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
-    from processor.classify.dialects import Kind, build_reading
 
     attrs = span.attributes
     raw_input = attrs.get("input.value")
@@ -136,7 +132,6 @@ def openinference(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Readin
 
 
 def vercel(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
-    from processor.classify.dialects import Kind, build_reading
 
     attrs = span.attributes
     raw_arguments = attrs.get("ai.toolCall.args")
@@ -207,7 +202,6 @@ def _signals(
     *,
     wrapped_text: bool = False,
 ) -> Signals:
-    from processor.classify.dialects import span_signals
 
     if (
         wrapped_text

@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from prometheus_client import Counter
+
 from processor.config import ForwardConfig
 from processor.errors import QueueStorageError
 from processor.forward.deadline import AttemptDeadline
@@ -37,7 +39,6 @@ from processor.forward.retry import SendOutcome, SendResult, next_delay_s
 from processor.forward.senders import Sender
 from processor.forward.store import Held, MemoryStore, Store
 from processor.stage import Prepared, split_request
-from processor.telemetry.metrics import SelfMetrics
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +94,23 @@ class Downstream(Protocol):
         ...
 
 
+class DeliveryCounters(Protocol):
+    """What the queue counts as it delivers, in counters the telemetry owns (its
+    ``SelfMetrics`` is one): the queue reports through this, and telemetry reads the
+    queue's ``QueueStats``, so the import goes one way, telemetry to queue."""
+
+    sent_spans: Counter
+    send_failed_spans: Counter  # labelled by ``FailureReason``
+    send_retries: Counter
+    released_spans: Counter
+
+
 class Release:
     """No next hop: spans are analysed by the stage, then released."""
 
     retry_after_s = 0.0
 
-    def __init__(self, metrics: SelfMetrics) -> None:
+    def __init__(self, metrics: DeliveryCounters) -> None:
         self._metrics = metrics
 
     def admit(self, span_count: int, size: int) -> Admission:
@@ -117,7 +129,7 @@ class Forwarder:
         self,
         config: ForwardConfig,
         sender: Sender,
-        metrics: SelfMetrics,
+        metrics: DeliveryCounters,
         *,
         store: Store | None = None,
         on_rejected: Callable[[str, int], object] = lambda service, spans: None,
