@@ -38,7 +38,7 @@ from processor.classify.events import (
     Verdict,
 )
 from processor.config import BreakerConfig, Rule, TelemetryConfig
-from processor.config.model import DEFAULT_MAX_SERIES_PER_METRIC
+from processor.config.telemetry import DEFAULT_MAX_SERIES_PER_METRIC
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.roster import RosterHealth
 from processor.telemetry.catalogue import CALL_DURATION_BUCKETS_S

@@ -187,7 +187,7 @@ def config_schema() -> dict[str, Any]:
         node["properties"][path[-1]] = leaf
     root["description"] = (
         "mcp-breaker's configuration (docs/configuration.md), merged over the chart's "
-        "defaults. Generated from processor/config/model.py by scripts/gen-chart."
+        "defaults. Generated from processor/config/ by scripts/gen-chart."
     )
     return root
 

@@ -29,7 +29,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from bench.ports import free_port
 from processor.config import load_config
-from processor.config.model import ServiceConfig
+from processor.config.service import ServiceConfig
 from processor.server import Service
 
 T = TypeVar("T")

@@ -21,7 +21,7 @@ from processor.classify.classifier import Classifier, SpanFate
 from processor.classify.dialects import MAX_LAYERS
 from processor.classify.events import Event, FailureClass, Outcome, ToolCall
 from processor.config import ClassifyConfig
-from processor.config.model import DEFAULT_PAIR_WAIT_S
+from processor.config.classify import DEFAULT_PAIR_WAIT_S
 from tests.classify_builders import (
     CLIENT,
     ERROR,

@@ -29,7 +29,7 @@ from helm_python.chart import Chart, lint, package
 from helm_python.errors import HelmError
 
 from processor import __version__
-from processor.config.model import DEFAULT_SHUTDOWN_GRACE_S
+from processor.config.forward import DEFAULT_SHUTDOWN_GRACE_S
 from tests.helm_chart import (
     CHART_DIR,
     EXAMPLES_DIR,

@@ -23,7 +23,7 @@ import requests
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 
-from processor.config.model import DEFAULT_HTTP_MAX_INFLIGHT_BYTES
+from processor.config.receivers import DEFAULT_HTTP_MAX_INFLIGHT_BYTES
 from processor.errors import ConfigError
 from processor.receive import http as http_receiver
 from processor.receive.budget import UNLIMITED, Budget

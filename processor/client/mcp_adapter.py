@@ -100,7 +100,7 @@ from processor.client.calls import call_fingerprint, resolve_server
 from processor.client.mirror import NS_PER_S, CheckResult, Decision
 from processor.client.tracing import ToolCallRecord, record_tool_call
 from processor.config import TurnKey
-from processor.config.model import DEFAULT_MAX_BLOCKS_PER_TURN, DEFAULT_TURN_IDLE_S
+from processor.config.breaker import DEFAULT_MAX_BLOCKS_PER_TURN, DEFAULT_TURN_IDLE_S
 from processor.engines.breaker import turn_block_message
 from processor.engines.messages import refused_without_message, tool_subject
 from processor.engines.turns import TOOL_WIDE

@@ -1,10 +1,11 @@
 """Build a ServiceConfig from a YAML file, environment variables and flags.
 
-Precedence, lowest first: the defaults in ``model``, the YAML file, ``MCP_BREAKER_*``
-environment variables, then ``--set key=value`` flags. Every leaf key has one environment
-variable, derived from its dotted path: ``forward.queue.max_spans`` is
-``MCP_BREAKER_FORWARD_QUEUE_MAX_SPANS``. Files and the environment are read here, once, at
-the edge; the components only ever see frozen dataclasses.
+Precedence, lowest first: the defaults in each component's module (``receivers``,
+``forward``...), the YAML file, ``MCP_BREAKER_*`` environment variables, then ``--set
+key=value`` flags. Every leaf key has one environment variable, derived from its dotted
+path: ``forward.queue.max_spans`` is ``MCP_BREAKER_FORWARD_QUEUE_MAX_SPANS``. Files and the
+environment are read here, once, at the edge; the components only ever see frozen
+dataclasses.
 
 Every problem is reported in one pass: unknown keys, duplicate keys in the file, values of
 the wrong type and values out of range together, so a person fixes a file once. A value
@@ -25,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from processor.config.model import ServiceConfig
+from processor.config.service import ServiceConfig
 from processor.errors import ConfigError
 
 ENV_PREFIX = "MCP_BREAKER_"

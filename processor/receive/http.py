@@ -17,7 +17,7 @@ from aiohttp import web
 from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2
 
-from processor.config.model import DEFAULT_HTTP_MAX_INFLIGHT_BYTES
+from processor.config.receivers import DEFAULT_HTTP_MAX_INFLIGHT_BYTES
 from processor.errors import InvalidRequest, RequestTooLarge
 from processor.otlp import JSON, PROTOBUF, TRACES_PATH
 from processor.receive.budget import Budget, Reservation

@@ -46,7 +46,7 @@ from processor.classify.listing import (
     PROBE_SOURCES,
 )
 from processor.config import ClassifyConfig
-from processor.config.model import DEFAULT_MAX_CLOCK_SKEW_S, DEFAULT_MAX_NAME_CHARS
+from processor.config.classify import DEFAULT_MAX_CLOCK_SKEW_S, DEFAULT_MAX_NAME_CHARS
 from processor.engines.circuit import CircuitKey, Scope, State
 from processor.engines.turns import NS_PER_S
 from processor.errors import BadEvent

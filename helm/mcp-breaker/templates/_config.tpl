@@ -123,7 +123,7 @@ values.schema.json already rejects most of these; this says why, and holds with
 {{- end }}
 {{- end }}
 {{- end }}
-{{- /* The service's own default (forward.shutdown_grace_s, processor/config/model.py). */ -}}
+{{- /* The service's own default (forward.shutdown_grace_s, processor/config/forward.py). */ -}}
 {{- $grace := float64 (dig "forward" "shutdown_grace_s" 10.0 .Values.config) -}}
 {{- if lt (float64 .Values.terminationGracePeriodSeconds) (addf $grace 5) }}
 {{- fail (printf "terminationGracePeriodSeconds (%v) must be at least forward.shutdown_grace_s (%v) + 5: the pod is killed before its queue has drained" .Values.terminationGracePeriodSeconds $grace) }}
