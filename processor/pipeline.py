@@ -8,11 +8,18 @@ same pipeline.)
 The classifier and the breaker take the time as an argument (span time for the breaker);
 this is where the arrival clock is read. Consumers (metrics, advisories, tests) are plain
 callables, so the order of the pipeline is written down here and in ``server.py``.
+
+A large request is read in a worker thread (``Stage.prepare_in_thread``). The classifier
+then works there, and periodic expiry waits for the next tick; what is shared beyond the
+request (the breaker, the roster, the consumers, the shared state) is told on the event
+loop, a few events at a time (``stage.engine_steps``), in the same order as in place.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -27,9 +34,13 @@ from processor.enrich import annotate, annotate_listing, annotate_undecided, res
 from processor.logs import SENDER_DRIVEN
 from processor.sender import UNKNOWN_SENDER, Sender
 from processor.sparse import RequestSpans
+from processor.stage import engine_steps, run_in_place
 
 log = logging.getLogger(__name__)
 _UNKNOWN_TOOL = FailureClass.UNKNOWN_TOOL
+# A request's events told to the engines and consumers in one step on the loop, when it is
+# read off the loop: some 30 µs each here, so the loop is held about a millisecond a step.
+EVENTS_PER_STEP = 32
 
 Finding = Event | CallDecision | RosterFinding
 Sink = Callable[[Finding], None]
@@ -65,23 +76,34 @@ class Pipeline:
         config = classifier.config
         # What each MCP span was given, so its later copy (an exporter's retry) gets it too.
         self.annotations = AnnotationMemory(config.max_annotated_spans, config.seen_ttl_s, clock)
+        # Held while a request is read: by a worker thread, the classifier and the memory
+        # of annotations are its own until it is done (a tick on the loop passes meanwhile).
+        self._reading = threading.Lock()
 
     def __call__(self, request: RequestSpans, sender: Sender = UNKNOWN_SENDER) -> None:
-        events = self.classifier.classify(
-            request,
-            self._clock(),
-            tenant=sender.tenant,
-            tenant_must_match=self._tenant_must_match,
-        )
-        # In span time within the request: the order spans sit in a request decides nothing.
-        events.sort(key=_start_ns)
-        self._publish(events, annotate_spans=True)
-        classifier = self.classifier
-        annotate_undecided(
-            classifier.spans, classifier.undecided, self.annotations, classifier.read
-        )
-        spans = self.classifier.spans
-        restore((spans[span_id] for span_id in self.classifier.duplicates), self.annotations)
+        with self._reading:
+            classifier = self.classifier
+            events = classifier.classify(
+                request,
+                self._clock(),
+                tenant=sender.tenant,
+                tenant_must_match=self._tenant_must_match,
+            )
+            # In span time within the request: the order spans sit in a request decides
+            # nothing.
+            events.sort(key=_start_ns)
+            run = engine_steps.get()
+            if run is run_in_place:
+                self._publish(events, annotate_spans=True)
+            else:
+                for start in range(0, len(events), EVENTS_PER_STEP):
+                    step = events[start : start + EVENTS_PER_STEP]
+                    run(functools.partial(self._publish, step, annotate_spans=True))
+            annotate_undecided(
+                classifier.spans, classifier.undecided, self.annotations, classifier.read
+            )
+            spans = classifier.spans
+            restore((spans[span_id] for span_id in classifier.duplicates), self.annotations)
 
     def store_sizes(self) -> dict[str, tuple[int, int]]:
         """What each bounded store holds, and its cap, in entries: store -> (held, cap)."""
@@ -97,11 +119,26 @@ class Pipeline:
         }
 
     def tick(self) -> None:
-        """Decide the calls whose other half did not come in time; called periodically."""
-        self._publish(self.classifier.expire(self._clock()), annotate_spans=False)
+        """Decide the calls whose other half did not come in time; called periodically, on
+        the loop. Passed while a worker thread reads a request: its classification expires
+        what is due itself, and the loop must not wait for a thread that waits for it."""
+        if not self._reading.acquire(blocking=False):
+            return
+        try:
+            self._publish(self.classifier.expire(self._clock()), annotate_spans=False)
+        finally:
+            self._reading.release()
 
     def flush(self) -> None:
-        self._publish(self.classifier.flush(), annotate_spans=False)
+        """Decide every held call now (at shutdown, once the receivers have stopped)."""
+        if not self._reading.acquire(blocking=False):
+            # A request read past the receivers' grace: the calls it holds are not reported.
+            log.warning("a request is still being analysed: held calls not flushed")
+            return
+        try:
+            self._publish(self.classifier.flush(), annotate_spans=False)
+        finally:
+            self._reading.release()
 
     def apply(self, event: Event) -> CallDecision | RosterFinding:
         """What the engines make of an event: a call's decision or a listing's finding.

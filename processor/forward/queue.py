@@ -5,7 +5,8 @@ its sender: a batch is either taken whole (and then delivered, or counted and lo
 given up) or refused, so the sender retries, and a refused request has left no trace.
 Nothing is dropped silently. The bound covers every span the forwarder holds, queued or in
 flight, in spans and in bytes, whichever store keeps them (``store.py``: in memory, or on
-disk, where a request is committed before its sender hears OK).
+disk, where a request is committed before its sender hears OK), and the room kept for
+requests admitted and still being analysed.
 
 Waiting batches go out merged into one export. If the next hop refuses an export for good
 for what may be in its data, the export is split and the parts are sent apart, down to
@@ -86,11 +87,17 @@ class Downstream(Protocol):
     retry_after_s: float
 
     def admit(self, span_count: int, size: int) -> Admission:
-        """Whether a request this large is taken; asked before the stage analyses it."""
+        """Whether a request this large is taken; asked before the stage analyses it. Its
+        room is kept from then on, so the answer holds however long the analysis takes."""
         ...
 
-    async def take(self, batch: Prepared) -> Admission:
-        """Take an admitted batch (ACCEPTED once it is safe: on disk, for the disk queue)."""
+    async def take(self, batch: Prepared, admitted: tuple[int, int]) -> Admission:
+        """Take an admitted batch (ACCEPTED once it is safe: on disk, for the disk queue);
+        ``admitted``: the spans and bytes it was admitted as."""
+        ...
+
+    def withdraw(self, span_count: int, size: int) -> None:
+        """An admitted request that will not be taken: its room is given back."""
         ...
 
 
@@ -116,9 +123,12 @@ class Release:
     def admit(self, span_count: int, size: int) -> Admission:
         return Admission.ACCEPTED
 
-    async def take(self, batch: Prepared) -> Admission:
+    async def take(self, batch: Prepared, admitted: tuple[int, int]) -> Admission:
         self._metrics.released_spans.inc(batch.span_count)
         return Admission.ACCEPTED
+
+    def withdraw(self, span_count: int, size: int) -> None:
+        pass
 
 
 Sleep = Callable[[float], Awaitable[object]]
@@ -214,22 +224,32 @@ class Forwarder:
         # refused for ever; the receivers' size limits still bound it.
         if (over_spans or over_bytes) and self._held_batches:
             return Admission.QUEUE_FULL
+        self._hold(span_count, size)  # kept for it: counted now, the bound holds
         return Admission.ACCEPTED
 
-    async def take(self, batch: Prepared) -> Admission:
-        """Hold an admitted batch. Its analysis has run, so it is taken even if its
-        annotations made it a little larger than what was admitted."""
+    async def take(self, batch: Prepared, admitted: tuple[int, int]) -> Admission:
+        """Hold an admitted batch in the room kept for it. Its analysis has run, so it is
+        taken even if its annotations made it a little larger than what was admitted."""
         if self._stopping:
+            self.withdraw(*admitted)
             return Admission.STOPPING
-        self._hold(batch.span_count, len(batch.payload))  # counted now: the bound holds
+        spans, size = admitted
+        self._held_spans += batch.span_count - spans
+        self._held_bytes += len(batch.payload) - size
         # Shielded: a sender that stops waiting must not stop a commit under way, or the
         # request would sit on disk, forgotten until the next start.
         return await asyncio.shield(self._keep(batch))
 
+    def withdraw(self, span_count: int, size: int) -> None:
+        self._release(span_count, size)
+
     async def offer(self, batch: Prepared) -> Admission:
         """Admit and take at once (for callers with nothing to analyse in between)."""
-        admission = self.admit(batch.span_count, len(batch.payload))
-        return admission if admission is not Admission.ACCEPTED else await self.take(batch)
+        admitted = (batch.span_count, len(batch.payload))
+        admission = self.admit(*admitted)
+        if admission is not Admission.ACCEPTED:
+            return admission
+        return await self.take(batch, admitted)
 
     async def _keep(self, batch: Prepared) -> Admission:
         try:
