@@ -6,7 +6,7 @@ built up one part at a time; each row adds one part to the row above, so the dif
 between rows is that part's cost:
 
     read       the stage with no analysis: a request with a marker is read as far as
-               its MCP spans (processor/sparse.py), they are encoded again in place
+               its MCP spans (processor/request/sparse.py), they are encoded again in place
     classify   + Classifier.classify (dialect readers, verdicts, pairing)
     pipeline   + the engines (breaker, roster) and the annotations (Pipeline, no sinks)
     sinks      + the metrics and the advisories, as Service wires them
@@ -37,11 +37,11 @@ from processor.classify.classifier import Classifier
 from processor.classify.dialects import may_be_mcp
 from processor.config import ServiceConfig
 from processor.engines.breaker import Breaker
-from processor.pipeline import Pipeline
-from processor.sender import Sender
+from processor.inflight.pipeline import Pipeline
+from processor.inflight.stage import Stage
+from processor.request.sender import Sender
+from processor.request.sparse import RequestSpans
 from processor.server import Service, tune_garbage_collection
-from processor.sparse import RequestSpans
-from processor.stage import Stage
 
 VARIANTS = ("mixed", "harness")
 STAGE_ERRORS = "mcp_breaker_stage_errors_total"  # serve's count of analyses that failed

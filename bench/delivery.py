@@ -149,8 +149,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 # -- the store alone, in process -------------------------------------------------------------
 async def store_latency(store: Any, payloads: list[bytes], in_flight: int) -> dict[str, float]:
     """Append ``payloads`` ``in_flight`` at a time; commit latency and the loop's worst lag."""
-    from processor.sender import Sender
-    from processor.stage import Prepared, StagePath
+    from processor.inflight.stage import Prepared, StagePath
+    from processor.request.sender import Sender
 
     lags: list[float] = []
     stopping = asyncio.Event()

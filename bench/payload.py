@@ -60,7 +60,7 @@ SPANS_PER_REQUEST = 512
 SPANS_PER_TRACE = 8
 MCP_SHARE = 0.15
 SEED = 20240611
-# The byte strings the service's stage looks for (processor.stage.MCP_MARKERS), copied here
+# The byte strings the service's stage looks for (processor.inflight.stage.MCP_MARKERS), copied here
 # so that the benchmark checks its own promise rather than trusting the code under test.
 MARKERS = (b"mcp", b"MCP", b"tool")
 

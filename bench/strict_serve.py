@@ -1,7 +1,7 @@
 """``mcp-breaker serve`` with a full validity check on the pass-through path: a road not
 taken, measured by ``bench/delivery.py`` (the ``strict`` variant), not a mode of the service.
 
-The service checks a pass-through request's framing only (``processor.stage.
+The service checks a pass-through request's framing only (``processor.inflight.stage.
 check_passthrough``, one function). This wrapper replaces that function with one that also
 decodes the whole request, the cheapest complete check there is here: upb, in C, refuses a
 string that is not UTF-8 and nesting deeper than 100 messages, as a strict next hop would.
@@ -16,9 +16,9 @@ import sys
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from processor import stage
 from processor.cli import main
 from processor.errors import InvalidRequest
+from processor.inflight import stage
 
 framing_only = stage.check_passthrough
 

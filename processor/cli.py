@@ -15,10 +15,11 @@ from typing import Any
 
 import yaml
 
-from processor import __version__, logs
+from processor import __version__
 from processor.config import ServiceConfig, env_var_name, load_config, unknown_environment
 from processor.errors import ConfigError
 from processor.offline import command as analyze_command
+from processor.telemetry import logs
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +188,7 @@ def _print_config(config: ServiceConfig) -> None:
 def _status(args: argparse.Namespace) -> int:
     import grpc  # here, not at the top: the other commands start without gRPC's imports
 
-    from processor.status import Layout, status
+    from processor.advisories.status import Layout, status
 
     token = os.environ.get(args.token_env) or None
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None

@@ -32,6 +32,8 @@ from processor.advisories.admin import AdminServicer
 from processor.advisories.model import Advisory
 from processor.advisories.service import AdvisoriesServicer, AdvisoryService
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from processor.auth.tls import grpc_server_credentials, ssl_server_context
+from processor.auth.tokens import TokenMap
 from processor.classify.classifier import Classifier
 from processor.config import (
     Backend,
@@ -48,18 +50,18 @@ from processor.errors import StartupError
 from processor.forward.queue import Downstream, DrainReport, Forwarder, Release
 from processor.forward.senders import Sender, make_sender
 from processor.forward.store import DiskStore, MemoryStore, Store
-from processor.otlp import SERVICE_NAME
-from processor.pipeline import Pipeline, Sink
+from processor.inflight.pipeline import Pipeline, Sink
+from processor.inflight.stage import SpanHook, Stage
+from processor.inflight.strip import StripAfter
 from processor.receive import grpc as grpc_receiver
 from processor.receive import http as http_receiver
 from processor.receive.connections import ConnectionLimit
 from processor.receive.gate import Gate
 from processor.receive.intake import Intake
 from processor.receive.portgate import INTERNAL_HOST, GatePeers, PortGate
-from processor.stage import SpanHook, Stage
+from processor.request.otlp import SERVICE_NAME
 from processor.state.replica import SharedState
 from processor.state.store import RedisStore, client_for
-from processor.strip import StripAfter
 from processor.telemetry import http as telemetry_http
 from processor.telemetry.advisories import AdvisoryCollector
 from processor.telemetry.findings import FindingMetrics
@@ -67,8 +69,6 @@ from processor.telemetry.gates import GateCollector
 from processor.telemetry.metrics import ConnectionCollector, QueueCollector, SelfMetrics
 from processor.telemetry.state import SharedStateCollector
 from processor.telemetry.stores import StoreCollector
-from processor.tls import grpc_server_credentials, ssl_server_context
-from processor.tokens import TokenMap
 
 log = logging.getLogger(__name__)
 

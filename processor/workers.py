@@ -34,9 +34,9 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from processor import logs
 from processor.config import ServiceConfig, split_endpoint
 from processor.errors import StartupError
+from processor.telemetry import logs
 from processor.telemetry.merge import MergedCollector
 
 log = logging.getLogger(__name__)

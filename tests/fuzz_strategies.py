@@ -507,7 +507,7 @@ class RequestSpec:
     resources: tuple[ResourceSpec, ...]
     route: str  # "protobuf" (gRPC, OTLP/HTTP protobuf), "json" (OTLP/HTTP JSON)
     advance_s: float  # how far the arrival clock moves before this request
-    tenant: str | None  # what the sender authenticated as (processor.sender.Sender)
+    tenant: str | None  # what the sender authenticated as (processor.request.sender.Sender)
 
     def build(self) -> ExportTraceServiceRequest:
         request = ExportTraceServiceRequest()

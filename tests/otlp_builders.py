@@ -21,7 +21,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from opentelemetry.sdk.trace import ReadableSpan
 
-from processor.stage import may_hold_mcp
+from processor.inflight.stage import may_hold_mcp
 from tests.sdk import record_spans
 
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"

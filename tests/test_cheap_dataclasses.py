@@ -1,4 +1,4 @@
-"""processor/cheap_dataclasses.py: the constructors made by ``slot_init`` and the functions
+"""processor/classify/cheap_dataclasses.py: the constructors made by ``slot_init`` and the functions
 made by ``builder`` keep every promise a dataclass makes. (The engines' classes built by
 ``slot_init``: tests/test_engines_breaker.py.)"""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from processor.cheap_dataclasses import builder
+from processor.classify.cheap_dataclasses import builder
 from processor.classify.events import (
     Dialect,
     Outcome,

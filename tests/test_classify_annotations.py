@@ -12,12 +12,12 @@ from dataclasses import replace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from processor import enrich
 from processor.classify.annotations import AnnotationMemory
 from processor.classify.classifier import Classifier
 from processor.config import BreakerConfig, ClassifyConfig
 from processor.engines.breaker import Breaker
-from processor.pipeline import Pipeline
+from processor.inflight import enrich
+from processor.inflight.pipeline import Pipeline
 from tests.classify_builders import make_request
 from tests.test_pipeline import SEED_TURN, Clock, attributes_of, call_span, pipeline
 

@@ -499,8 +499,8 @@ def test_neutral_calls_change_no_other_decision(plan: Plan) -> None:
 
 def test_the_engines_faster_constructors_keep_what_a_dataclass_promises() -> None:
     """CallDecision, Evidence, Transition and RosterFinding are built by ``slot_init``
-    (processor/cheap_dataclasses.py): still frozen, keyword-only, equal and hashable by value,
-    with their defaults, copied by ``replace`` and pickled as before."""
+    (processor/classify/cheap_dataclasses.py): still frozen, keyword-only, equal and
+    hashable by value, with their defaults, copied by ``replace`` and pickled as before."""
     import dataclasses
     import pickle
 

@@ -19,8 +19,8 @@ from processor.config import load_config
 from processor.forward.isolate import ISOLATION_MAX_EXPORTS, Piece, halves
 from processor.forward.queue import Admission, FailureReason, Forwarder
 from processor.forward.senders import GrpcSender
-from processor.sender import Sender
-from processor.stage import Prepared, StagePath, count_spans_shallow
+from processor.inflight.stage import Prepared, StagePath, count_spans_shallow
+from processor.request.sender import Sender
 from processor.telemetry.metrics import SelfMetrics
 from tests.poison import invalid_utf8_request, sender_request, span_id, too_deep_request
 from tests.support import CaptureCollector

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from processor.config import load_config
 from processor.forward.queue import Admission, FailureReason, Forwarder
 from processor.forward.senders import GrpcSender
-from processor.stage import Prepared, StagePath
+from processor.inflight.stage import Prepared, StagePath
 from processor.telemetry.metrics import SelfMetrics
 from tests.support import CaptureCollector, free_port
 

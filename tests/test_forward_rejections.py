@@ -18,7 +18,7 @@ from processor.forward.rejections import (
     peer_address,
     service_names,
 )
-from processor.sender import Sender
+from processor.request.sender import Sender
 from tests.poison import invalid_utf8_request, sender_request, too_deep_request
 from tests.test_forward_outage import Clock, lines
 

@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from processor.otlp import EXPORT_METHOD
+from processor.request.otlp import EXPORT_METHOD
 from tests.support import LOOPBACK, ServiceThread, free_port, make_config, wait_until
 
 TIMEOUT_S = 0.5

@@ -19,8 +19,8 @@ from processor.errors import StartupError
 from processor.forward.queue import Admission, Forwarder
 from processor.forward.senders import GrpcSender
 from processor.forward.store import FILE_NAME, DiskStore, MemoryStore
-from processor.sender import Sender
-from processor.stage import Prepared, StagePath
+from processor.inflight.stage import Prepared, StagePath
+from processor.request.sender import Sender
 from processor.telemetry.metrics import SelfMetrics
 from tests.poison import sender_request, span_id
 from tests.support import CaptureCollector

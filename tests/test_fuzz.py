@@ -58,11 +58,8 @@ from processor.config import ServiceConfig, load_config
 from processor.engines.breaker import Breaker
 from processor.engines.roster import RosterHealth
 from processor.errors import InvalidRequest
-from processor.pipeline import Pipeline
-from processor.receive.codec import gunzip_capped, request_from_json
-from processor.sender import Sender
-from processor.sparse import ShallowRequest
-from processor.stage import (
+from processor.inflight.pipeline import Pipeline
+from processor.inflight.stage import (
     Prepared,
     Stage,
     StagePath,
@@ -71,7 +68,10 @@ from processor.stage import (
     may_hold_mcp,
     split_request,
 )
-from processor.strip import StripAfter
+from processor.inflight.strip import StripAfter
+from processor.receive.codec import gunzip_capped, request_from_json
+from processor.request.sender import Sender
+from processor.request.sparse import ShallowRequest
 from processor.telemetry.advisories import AdvisoryCollector
 from processor.telemetry.findings import FindingMetrics
 from processor.telemetry.stores import StoreCollector

@@ -464,7 +464,7 @@ def test_a_tokens_file_is_mounted_where_the_config_says_and_rotates_without_a_ro
     assert check_config(text, tmp_path).endswith(": valid\n")
 
     # The service reads the file the Secret becomes as the tokens were meant.
-    from processor.tokens import TokenMap, parse_tokens
+    from processor.auth.tokens import TokenMap, parse_tokens
 
     assert parse_tokens(file_text, "tokens-file") == {"tok-a": "team-a", "tok-b": "team-b"}
     tokens_file = tmp_path / "tokens"

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 from aiohttp.http_exceptions import BadHttpMessage
 
-from processor import logs
 from processor.config import LogLevel
+from processor.telemetry import logs
 
 FORGED = "\nFAKE 2026-01-01 ERROR forged"
 
@@ -53,12 +53,12 @@ def log(monkeypatch: pytest.MonkeyPatch) -> Iterator[Log]:
 
 
 def test_a_newline_in_a_name_cannot_forge_a_line(log: Log) -> None:
-    logging.getLogger("processor.stage").warning("tool %s failed", "fetch" + FORGED)
+    logging.getLogger("processor.inflight.stage").warning("tool %s failed", "fetch" + FORGED)
     logging.getLogger("anything.else").info("server %r", "web" + FORGED)
     lines = log.lines()
     assert len(lines) == 2  # every logger writes through the root handler
     assert lines[0].endswith(
-        "WARNING processor.stage: tool fetch\\nFAKE 2026-01-01 ERROR forged failed"
+        "WARNING processor.inflight.stage: tool fetch\\nFAKE 2026-01-01 ERROR forged failed"
     )
     assert lines[1].endswith("anything.else: server 'web\\nFAKE 2026-01-01 ERROR forged'")
 
@@ -78,7 +78,9 @@ def test_our_traceback_keeps_its_lines_and_escapes_what_it_quotes(log: Log) -> N
         except KeyError as error:
             raise ValueError("bad tool x" + FORGED) from error
     except ValueError:
-        logging.getLogger("processor.stage").exception("analysis failed for %s", "t" + FORGED)
+        logging.getLogger("processor.inflight.stage").exception(
+            "analysis failed for %s", "t" + FORGED
+        )
     lines = log.lines()
     assert lines[0].endswith("analysis failed for t\\nFAKE 2026-01-01 ERROR forged")
     assert lines[1] == "Traceback (most recent call last):"
@@ -160,7 +162,7 @@ def test_info_and_distinct_kinds_are_not_cut(log: Log) -> None:
 def test_info_that_senders_spans_drive_is_cut_too(log: Log) -> None:
     """A dead call is an info line, and a sender can make thousands: at most a few a
     window, then counted (the metrics count every one)."""
-    logger = logging.getLogger("processor.pipeline")
+    logger = logging.getLogger("processor.inflight.pipeline")
     for n in range(1000):
         logger.info("dead call to %s in turn %s", "pw/nav", f"t{n}", extra=logs.SENDER_DRIVEN)
     log.clock.now += logs.REPEAT_WINDOW_S

@@ -12,9 +12,9 @@ import time
 
 import grpc
 
-from processor import logs
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from processor.telemetry import logs
 from tests.support import LOOPBACK, start_serve, terminate
 
 CYCLES = 300

@@ -29,16 +29,16 @@ from prometheus_client import CollectorRegistry
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.engines.breaker import CallDecision
-from processor.enrich import PREFIX
 from processor.forward.queue import Admission, Forwarder, Release
 from processor.forward.senders import GrpcSender
-from processor.otlp import EXPORT_METHOD
+from processor.inflight.enrich import PREFIX
+from processor.inflight.stage import Stage
 from processor.receive import intake
 from processor.receive.intake import ANALYSE_IN_PLACE_SPANS, Intake, IntakeOutcome, Transport
-from processor.sender import Sender
+from processor.request.otlp import EXPORT_METHOD
+from processor.request.sender import Sender
+from processor.request.sparse import RequestSpans
 from processor.server import Service
-from processor.sparse import RequestSpans
-from processor.stage import Stage
 from processor.telemetry.metrics import SelfMetrics
 from tests.classify_builders import CLIENT, key_values, make_request, make_span
 from tests.support import (

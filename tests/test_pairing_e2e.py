@@ -45,13 +45,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from prometheus_client.parser import text_string_to_metric_families
 
+from processor.advisories.status import fetch, status
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.client import AdvisoryClient
 from processor.client.mcp_adapter import BreakerSession
 from processor.client.tracing import PromptToolSpanProcessor
 from processor.engines.breaker import CallDecision
 from processor.engines.circuit import CircuitKey, Scope, State
-from processor.status import fetch, status
 from tests.support import LOOPBACK, CaptureCollector, ServiceThread, make_config, wait_until
 from tests.test_advisories_e2e import closed_port
 

@@ -26,7 +26,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from processor.classify.classifier import Classifier
 from processor.config import BreakerConfig, ClassifyConfig
 from processor.engines.breaker import Breaker, CallDecision
-from processor.pipeline import Pipeline
+from processor.inflight.pipeline import Pipeline
 from tests.classify_builders import CLIENT, SERVER, key_values, make_request
 
 NS_PER_S = 1_000_000_000

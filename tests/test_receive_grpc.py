@@ -20,7 +20,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from processor.forward.senders import retry_info_s
-from processor.stage import may_hold_mcp
+from processor.inflight.stage import may_hold_mcp
 from tests.otlp_builders import (
     ACCEPTED_SPANS,
     EXPORT_METHOD,

@@ -23,8 +23,8 @@ import h2.exceptions
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from processor.otlp import SERVICE_NAME
 from processor.receive.h2frames import ENHANCE_YOUR_CALM
+from processor.request.otlp import SERVICE_NAME
 from tests.support import LOOPBACK
 from tests.test_advisories_service import Call, Client, harness_spans, new_turn
 from tests.test_security import running, serve_process

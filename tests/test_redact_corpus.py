@@ -26,9 +26,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from processor.advisories.status import Layout, status
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.classify.redact import DEFAULT_MAX_CHARS, ELLIPSIS, REDACTED, redact
-from processor.status import Layout, status
 from tests.sdk import export_grpc
 from tests.support import LOOPBACK, wait_until
 from tests.test_advisories_service import WAIT_S, Client, advisories_of, port_of, running

@@ -26,7 +26,7 @@ from processor.advisories.service import AdvisoryService
 from processor.classify.classifier import Classifier
 from processor.config import AdvisoriesConfig, BreakerConfig, ClassifyConfig, Rule, TelemetryConfig
 from processor.engines.breaker import Breaker
-from processor.pipeline import Pipeline
+from processor.inflight.pipeline import Pipeline
 from processor.telemetry.findings import FindingMetrics
 from tests.classify_builders import CLIENT, key_values, make_request
 

@@ -37,8 +37,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from processor.advisories.v1 import advisories_pb2 as pb
-from processor.otlp import SERVICE_NAME
 from processor.receive import http as receive_http
+from processor.request.otlp import SERVICE_NAME
 from tests.support import (
     LOOP_THREAD,
     LOOPBACK,

@@ -1,4 +1,4 @@
-"""Reading a request only as far as its MCP spans (processor/sparse.py) changes nothing.
+"""Reading a request only as far as its MCP spans (processor/request/sparse.py) changes nothing.
 
 The judge is the whole-request path the stage takes for OTLP/JSON: decode everything, run
 the analysis, encode everything; and there, the annotations and the stripping read every
@@ -24,11 +24,11 @@ from processor.classify.events import Event
 from processor.config import ServiceConfig
 from processor.engines.breaker import Breaker
 from processor.engines.roster import RosterHealth
-from processor.pipeline import Finding, Pipeline
-from processor.sender import Sender
-from processor.sparse import ShallowRequest, read_sparse, valid_ids
-from processor.stage import MCP_MARKERS, Prepared, Stage, StagePath
-from processor.strip import StripAfter
+from processor.inflight.pipeline import Finding, Pipeline
+from processor.inflight.stage import MCP_MARKERS, Prepared, Stage, StagePath
+from processor.inflight.strip import StripAfter
+from processor.request.sender import Sender
+from processor.request.sparse import ShallowRequest, read_sparse, valid_ids
 from tests.fuzz_strategies import Scenario, scenarios
 from tests.otlp_builders import make_request, make_span
 from tests.test_fuzz import CONFIGS, fuzz_settings

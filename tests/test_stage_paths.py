@@ -13,8 +13,8 @@ import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from processor.otlp import EXPORT_METHOD
-from processor.stage import Stage, StagePath
+from processor.inflight.stage import Stage, StagePath
+from processor.request.otlp import EXPORT_METHOD
 from tests.classify_builders import make_request, make_span
 from tests.fuzz_strategies import corrupt_service_name
 from tests.support import CaptureCollector, ServiceThread, make_config, wait_until

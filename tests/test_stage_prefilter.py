@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processor import sparse
-from processor.stage import MCP_MARKERS, may_hold_mcp
+from processor.inflight.stage import MCP_MARKERS, may_hold_mcp
+from processor.request import sparse
 
 
 def plain_scan(payload: bytes) -> bool:

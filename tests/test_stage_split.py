@@ -7,7 +7,7 @@ import random
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from processor.stage import count_spans_shallow, halve_request, split_request
+from processor.inflight.stage import count_spans_shallow, halve_request, split_request
 
 
 def big_request(seed: int, resources: int = 3, scopes: int = 2, spans: int = 300) -> bytes:

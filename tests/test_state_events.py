@@ -37,7 +37,7 @@ from processor.engines.breaker import Breaker
 from processor.engines.circuit import CircuitKey, Scope, State
 from processor.engines.roster import RosterHealth
 from processor.errors import BadEvent
-from processor.pipeline import Pipeline
+from processor.inflight.pipeline import Pipeline
 from processor.state.events import (
     _CALL_FIELDS,
     _LISTING_FIELDS,

@@ -10,9 +10,9 @@ import pytest
 from google.protobuf import json_format
 
 from processor import cli
+from processor.advisories.status import MIN_CAUSE_CHARS, render
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
-from processor.status import MIN_CAUSE_CHARS, render
 from tests.sdk import export_grpc
 from tests.support import ServiceThread, make_config, wait_until
 from tests.test_seed_replay import harness_calls

@@ -16,9 +16,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from processor.sender import Sender
-from processor.stage import Stage
-from processor.strip import StripAfter
+from processor.inflight.stage import Stage
+from processor.inflight.strip import StripAfter
+from processor.request.sender import Sender
 from tests.sdk import RESOURCE, export_grpc
 from tests.support import CaptureCollector, ServiceThread, make_config, wait_until
 

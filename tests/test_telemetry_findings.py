@@ -35,7 +35,7 @@ from processor.config import BreakerConfig, TelemetryConfig
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import CircuitKey, Scope, State
 from processor.engines.roster import RosterHealth
-from processor.pipeline import Pipeline
+from processor.inflight.pipeline import Pipeline
 from processor.telemetry.findings import FindingMetrics
 from processor.telemetry.series import MAX_LABEL_VALUE_CHARS, OVERFLOW_LABEL
 from tests import classify_builders as otlp

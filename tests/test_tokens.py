@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from processor.auth.tokens import TokenFileError, TokenMap, bearer_token, parse_tokens
 from processor.errors import StartupError
-from processor.tokens import TokenFileError, TokenMap, bearer_token, parse_tokens
 
 
 class FakeClock:

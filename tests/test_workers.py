@@ -252,7 +252,7 @@ def test_two_workers_share_the_ports_one_breaker_and_one_telemetry_port(
     # Both workers took connections, and each judged its calls by the one shared breaker.
     # (The log shows a few dead calls a minute per worker, then a count: the metrics
     # count every one.)
-    dead = re.findall(r"\[worker (\d)\] processor\.pipeline: dead call", log)
+    dead = re.findall(r"\[worker (\d)\] processor\.inflight\.pipeline: dead call", log)
     assert set(dead) == {"1", "2"}, log
     text = workers.scrape()
     counted = re.findall(r"^mcp_breaker_dead_calls_total\{[^}]*\} (\S+)$", text, re.M)

@@ -1,5 +1,5 @@
 """Who is asking at the advisory port: bearer tokens to tenants (the shared token map,
-``processor/tokens.py``) and admin tokens. Its TLS is ``processor/tls.py``.
+``processor/auth/tokens.py``) and admin tokens. Its TLS is ``processor/auth/tls.py``.
 
 Tokens are compared in constant time and never logged; a caller is named in logs by its
 tenant and peer address only.
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hmac
 
+from processor.auth.tokens import TokenMap
 from processor.config import AdvisoriesConfig
-from processor.tokens import TokenMap
 
 DEFAULT_TENANT = ""
 

@@ -30,6 +30,7 @@ from processor.advisories.model import TURN_BLOCKED, Advisory
 from processor.advisories.slots import Limits, Refused, Slot, Slots, caller_of
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from processor.auth.tokens import TokenMap, metadata_bearer_token
 from processor.classify.classifier import server_prefix
 from processor.classify.fingerprint import fingerprints
 from processor.config import AdvisoriesConfig
@@ -37,9 +38,8 @@ from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import State, Transition
 from processor.engines.roster import RosterFinding
 from processor.errors import IllegalTransition
-from processor.logs import SENDER_DRIVEN
 from processor.state.events import Force, Release
-from processor.tokens import TokenMap, metadata_bearer_token
+from processor.telemetry.logs import SENDER_DRIVEN
 
 SharedProbes = Callable[[list[str], int, float], Awaitable[int]]
 """(half-open circuits as "circuit:period" names, permits, lease seconds) -> a permit on

@@ -59,7 +59,7 @@ from processor.classify.spanview import (
 )
 from processor.config import ClassifyConfig
 from processor.engines.turns import NS_PER_S
-from processor.sparse import RequestSpans
+from processor.request.sparse import RequestSpans
 
 SERVICE_NAME_KEY = "service.name"  # OpenTelemetry resource semantic conventions
 SERVER_SEPARATOR = "__"  # "playwright__browser_navigate": the server__tool convention

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from processor.cheap_dataclasses import builder, slot_init
+from processor.classify.cheap_dataclasses import builder, slot_init
 
 
 class Outcome(enum.StrEnum):

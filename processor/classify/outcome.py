@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from processor.cheap_dataclasses import builder
+from processor.classify.cheap_dataclasses import builder
 from processor.classify.events import (
     UNKNOWN_VERDICT,
     FailureClass,

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from processor.cheap_dataclasses import builder
+from processor.classify.cheap_dataclasses import builder
 from processor.classify.events import Dialect, Side
 from processor.classify.outcome import Signals, build_signals
 from processor.classify.result import ResultReading

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from processor.cheap_dataclasses import builder, slot_init
+from processor.classify.cheap_dataclasses import builder, slot_init
 from processor.classify.events import FailureClass, Outcome, ToolCall
 from processor.config import BreakerConfig, Rule
 from processor.engines import messages

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from processor.cheap_dataclasses import slot_init
+from processor.classify.cheap_dataclasses import slot_init
 from processor.classify.events import ToolListing
 from processor.config import RosterConfig
 from processor.engines.bounded import IdleMap

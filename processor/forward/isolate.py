@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from processor.sender import Sender
-from processor.stage import halve_request
+from processor.inflight.stage import halve_request
+from processor.request.sender import Sender
 
 # Exports one refused export may turn into while its parts are sent apart: enough to find
 # a few bad spans among thousands (each one costs about two per halving), bounded so a

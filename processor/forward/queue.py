@@ -39,7 +39,7 @@ from processor.forward.rejections import RejectionLog, culprit
 from processor.forward.retry import SendOutcome, SendResult, next_delay_s
 from processor.forward.senders import Sender
 from processor.forward.store import Held, MemoryStore, Store
-from processor.stage import Prepared, split_request
+from processor.inflight.stage import Prepared, split_request
 
 log = logging.getLogger(__name__)
 

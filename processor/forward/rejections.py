@@ -22,7 +22,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 
-from processor.sender import Sender
+from processor.request.sender import Sender
 
 log = logging.getLogger("processor.forward.queue")  # beside the forwarder's other lines
 

@@ -29,7 +29,7 @@ from processor.forward.retry import (
     SendResult,
     grpc_code_is_retryable,
 )
-from processor.otlp import EXPORT_METHOD, PROTOBUF, STATUS_DETAILS_KEY, TRACES_PATH
+from processor.request.otlp import EXPORT_METHOD, PROTOBUF, STATUS_DETAILS_KEY, TRACES_PATH
 
 _DETAIL_CHARS = 200  # next-hop error texts end up in our logs: keep them short
 # gRPC waits between reconnects up to 120 s by default, and while it waits every export

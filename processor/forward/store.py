@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Protocol
 
 from processor.errors import QueueStorageError, StartupError
-from processor.sender import Sender
-from processor.stage import Prepared
+from processor.inflight.stage import Prepared
+from processor.request.sender import Sender
 
 log = logging.getLogger(__name__)
 

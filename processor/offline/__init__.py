@@ -1,6 +1,6 @@
 """``mcp-breaker analyze``: the breaker over recorded traces, offline.
 
-Not the in-flight stage hook (that is ``processor/pipeline.py``): this package reads trace
+Not the in-flight stage hook (that is ``processor/inflight/pipeline.py``): this package reads trace
 files and drives that same pipeline over them, as enforcing, then reports::
 
     read.py     files, directories, stdin -> OTLP records (JSON lines, proto, gzip, zstd)

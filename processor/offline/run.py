@@ -30,13 +30,13 @@ from processor.config import AnalyzeConfig, ServiceConfig
 from processor.engines.roster import RosterHealth
 from processor.engines.turns import NS_PER_S
 from processor.errors import InvalidRequest
+from processor.inflight.pipeline import Pipeline
+from processor.inflight.stage import reject_invalid_spans
 from processor.offline.decode import Decoded, Kept, Origin, Window, decode
 from processor.offline.enforce import EnforcingBreaker
 from processor.offline.order import OrderStats, in_span_order
 from processor.offline.read import STDIN, Problem, Progress, Report, expand, records
 from processor.offline.tally import Tally
-from processor.pipeline import Pipeline
-from processor.stage import reject_invalid_spans
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from processor.auth.tokens import TokenMap
 from processor.config import ReceiverAuth
-from processor.sender import Sender
-from processor.tokens import TokenMap
+from processor.request.sender import Sender
 
 UNAUTHENTICATED_MESSAGE = "missing or unknown bearer token"
 NO_CERTIFICATE_MESSAGE = "no verified client certificate"

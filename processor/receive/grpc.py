@@ -13,12 +13,12 @@ from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
+from processor.auth.tokens import metadata_bearer_token
 from processor.errors import InvalidRequest
-from processor.otlp import SERVICE_NAME, STATUS_DETAILS_KEY
 from processor.receive.gate import Gate, grpc_common_name
 from processor.receive.intake import Intake, IntakeOutcome, Transport
-from processor.sender import Sender
-from processor.tokens import metadata_bearer_token
+from processor.request.otlp import SERVICE_NAME, STATUS_DETAILS_KEY
+from processor.request.sender import Sender
 
 
 def _status_metadata(code: int, message: str, detail: Message) -> tuple[tuple[str, bytes], ...]:

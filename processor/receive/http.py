@@ -17,15 +17,15 @@ from aiohttp import web
 from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2
 
+from processor.auth.tokens import bearer_token
 from processor.config.receivers import DEFAULT_HTTP_MAX_INFLIGHT_BYTES
 from processor.errors import InvalidRequest, RequestTooLarge
-from processor.otlp import JSON, PROTOBUF, TRACES_PATH
 from processor.receive.budget import Budget, Reservation
 from processor.receive.codec import gunzip_capped, message_to_json, request_from_json
 from processor.receive.gate import Gate, ssl_common_name
 from processor.receive.intake import Intake, IntakeOutcome, Transport
-from processor.sender import Sender
-from processor.tokens import bearer_token
+from processor.request.otlp import JSON, PROTOBUF, TRACES_PATH
+from processor.request.sender import Sender
 
 log = logging.getLogger(__name__)
 

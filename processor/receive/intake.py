@@ -30,8 +30,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from processor.forward.queue import Admission, Downstream
-from processor.sender import UNKNOWN_SENDER, Sender
-from processor.stage import EngineStep, Opened, Prepared, Stage
+from processor.inflight.stage import EngineStep, Opened, Prepared, Stage
+from processor.request.sender import UNKNOWN_SENDER, Sender
 from processor.telemetry.metrics import SelfMetrics
 
 # A request larger than this is opened (decoded, its spans counted) in a worker thread, so

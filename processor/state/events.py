@@ -50,7 +50,7 @@ from processor.config.classify import DEFAULT_MAX_CLOCK_SKEW_S, DEFAULT_MAX_NAME
 from processor.engines.circuit import CircuitKey, Scope, State
 from processor.engines.turns import NS_PER_S
 from processor.errors import BadEvent
-from processor.sparse import SPAN_ID_BYTES, TRACE_ID_BYTES
+from processor.request.sparse import SPAN_ID_BYTES, TRACE_ID_BYTES
 
 # What an honest replica can write, and so all a reader takes; the limits of the receiver
 # and of the admin API, which bound what a replica's engines consume, bound it too.

@@ -56,7 +56,7 @@ from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import Transition
 from processor.engines.roster import RosterFinding, RosterHealth
 from processor.errors import BadEvent
-from processor.pipeline import Pipeline
+from processor.inflight.pipeline import Pipeline
 from processor.state import events as codec
 from processor.state.events import Force, Release, SharedEvent, Tick
 from processor.state.store import Entry, RedisStore

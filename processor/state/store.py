@@ -22,7 +22,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from processor.cheap_dataclasses import builder
+from processor.classify.cheap_dataclasses import builder
 from processor.config import RedisConfig
 from processor.errors import StartupError
 

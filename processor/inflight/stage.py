@@ -5,7 +5,7 @@ is asked of its raw bytes: can it hold an MCP span at all? If not, it is forward
 very bytes that arrived, without being parsed or re-encoded; only its spans are counted,
 through a shallow view of the message that stops at the span boundary. If it can, the
 same question is asked of each of its spans, and only the spans that may be MCP spans are
-decoded (``processor/sparse.py``); the span hooks (classify, engines, enrich: later
+decoded (``processor/request/sparse.py``); the span hooks (classify, engines, enrich: later
 stages) run over them, and each is encoded again in its place among the others' bytes.
 
 It runs in two steps, so that the forwarder's queue can say no before any analysis runs
@@ -30,8 +30,8 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from processor.errors import InvalidRequest, UnreadableSpan
-from processor.sender import UNKNOWN_SENDER, Sender
-from processor.sparse import (
+from processor.request.sender import UNKNOWN_SENDER, Sender
+from processor.request.sparse import (
     SPAN_ID_BYTES,
     TRACE_ID_BYTES,
     RequestSpans,

@@ -27,7 +27,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from processor.classify.redact import redact
 from processor.config import LogLevel
-from processor.printable import escape_controls
+from processor.telemetry.printable import escape_controls
 
 if TYPE_CHECKING:
     from logging import _SysExcInfoType

@@ -30,11 +30,11 @@ from processor.classify.events import Event, FailureClass, ToolListing
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.roster import RosterFinding, RosterHealth
 from processor.engines.turns import NS_PER_S
-from processor.enrich import annotate, annotate_listing, annotate_undecided, restore
-from processor.logs import SENDER_DRIVEN
-from processor.sender import UNKNOWN_SENDER, Sender
-from processor.sparse import RequestSpans
-from processor.stage import engine_steps, run_in_place
+from processor.inflight.enrich import annotate, annotate_listing, annotate_undecided, restore
+from processor.inflight.stage import engine_steps, run_in_place
+from processor.request.sender import UNKNOWN_SENDER, Sender
+from processor.request.sparse import RequestSpans
+from processor.telemetry.logs import SENDER_DRIVEN
 
 log = logging.getLogger(__name__)
 _UNKNOWN_TOOL = FailureClass.UNKNOWN_TOOL

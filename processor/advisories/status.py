@@ -21,7 +21,7 @@ from google.protobuf import json_format
 
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
-from processor.printable import escape_controls
+from processor.telemetry.printable import escape_controls
 
 NS = 1_000_000_000
 STATUS_TIMEOUT_S = 5.0

@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterable
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.dialects import READ_KEYS, READ_PREFIXES, may_be_mcp
-from processor.enrich import PREFIX, ROSTER_PREFIX, Read
-from processor.sender import Sender
-from processor.sparse import RequestSpans
-from processor.stage import SpanHook
+from processor.inflight.enrich import PREFIX, ROSTER_PREFIX, Read
+from processor.inflight.stage import SpanHook
+from processor.request.sender import Sender
+from processor.request.sparse import RequestSpans
 
 
 def strip_spans(spans: Iterable[Span], keys: frozenset[str], read: Read | None = None) -> None:

@@ -1,0 +1,2 @@
+"""Who may send and subscribe: bearer tokens (``tokens.py``) and TLS, mutual TLS included
+(``tls.py``)."""
