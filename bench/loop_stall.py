@@ -37,32 +37,24 @@ import argparse
 import functools
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import grpc
 from hop import (
-    BENCH,
-    LOOPBACK,
     check_alive,
     scrape,
-    start,
-    stop,
     wait_drained,
-    wait_grpc_ready,
-    wait_http_ready,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from payload import Counts, Fresh, Template, build_templates, may_be_mcp
-from ports import free_port
+from stall import served
 
 GRPC_MCP_SPANS = 10_000
 HTTP_BYTES = 19_000_000
@@ -189,64 +181,41 @@ def main() -> int:
     mcp = Fresh([*rotation, frameworks[0]])
     plain = Fresh(build_templates("plain"))
 
-    grpc_port, http_port, metrics_port, sink_port = (free_port() for _ in range(4))
-    settings = [
-        f"receivers.grpc.endpoint={LOOPBACK}:{grpc_port}",
-        f"receivers.http.endpoint={LOOPBACK}:{http_port}",
-        f"telemetry.metrics_endpoint={LOOPBACK}:{metrics_port}",
-        f"advisories.endpoint={LOOPBACK}:{free_port()}",
-        "advisories.tokens=bench-token=bench",
-        f"forward.endpoint={LOOPBACK}:{sink_port}",
-    ]
-    argv = [sys.executable, "-m", "processor", "serve", "--log-level", "error"]
-    argv += [arg for setting in settings for arg in ("--set", setting)]
-    healthz = f"http://{LOOPBACK}:{metrics_port}/healthz"
-    otlp_http = f"http://{LOOPBACK}:{http_port}/v1/traces"
-    senders = {
-        "grpc": lambda body: send_grpc(f"{LOOPBACK}:{grpc_port}", body),
-        "http": lambda body: send_http(otlp_http, body),
-    }
     sized: dict[str, dict[str, int]] = {
         "grpc": {"spans": GRPC_MCP_SPANS},
         "http": {"size": HTTP_BYTES},
     }
-    rows = {(t, kind): Row([], [], [], []) for t in senders for kind in ("mcp", "plain")}
+    rows = {(t, kind): Row([], [], [], []) for t in sized for kind in ("mcp", "plain")}
 
-    with tempfile.TemporaryDirectory(prefix="mcp-breaker-loop-stall-") as workdir:
-        sink_argv = [sys.executable, str(BENCH / "null_receiver.py"), "--port", str(sink_port)]
-        sink = start("null-receiver", sink_argv, Path(workdir))  # the next hop
-        serve = start("serve", argv, Path(workdir))
-        try:
-            wait_grpc_ready(sink, sink_port)
-            wait_grpc_ready(serve, grpc_port)
-            wait_http_ready(serve, healthz)
-            expected = 0
-            # One transport's repeats after the other's: an export of 54,000 MCP spans
-            # leaves work that lands on the next request analysed (its spans let go, a
-            # larger heap to collect), which is the HTTP case's to show, not the 10,000's.
-            for transport, send in senders.items():
-                for _ in range(args.repeats):
-                    analysed = render(mcp, **sized[transport])
-                    wait_drained(metrics_port)  # each export meets an empty queue
-                    probes, took = probes_while(healthz, functools.partial(send, analysed.body))
-                    rows[transport, "mcp"].add(analysed, probes, [took])
-                    expected += analysed.spans
-                    plain_probes: list[float] = []
-                    plain_took: list[float] = []
-                    while len(plain_probes) < len(probes):
-                        # The same bytes, give or take one plain request (about 200 KiB).
-                        export = render(plain, size=len(analysed.body))
-                        wait_drained(metrics_port)
-                        more, took = probes_while(healthz, functools.partial(send, export.body))
-                        plain_probes += more
-                        plain_took.append(took)
-                        expected += export.spans
-                    rows[transport, "plain"].add(export, plain_probes, plain_took)
-                    check_alive(serve)
-            accepted = scrape(metrics_port)[ACCEPTED]
-        finally:
-            stop(serve)
-            stop(sink)
+    with served("loop-stall") as hop:
+        senders: dict[str, Callable[[bytes], object]] = {
+            "grpc": lambda body: send_grpc(hop.otlp_grpc, body),
+            "http": lambda body: send_http(hop.otlp_http, body),
+        }
+        expected = 0
+        # One transport's repeats after the other's: an export of 54,000 MCP spans
+        # leaves work that lands on the next request analysed (its spans let go, a
+        # larger heap to collect), which is the HTTP case's to show, not the 10,000's.
+        for transport, send in senders.items():
+            for _ in range(args.repeats):
+                analysed = render(mcp, **sized[transport])
+                wait_drained(hop.metrics_port)  # each export meets an empty queue
+                probes, took = probes_while(hop.healthz, functools.partial(send, analysed.body))
+                rows[transport, "mcp"].add(analysed, probes, [took])
+                expected += analysed.spans
+                plain_probes: list[float] = []
+                plain_took: list[float] = []
+                while len(plain_probes) < len(probes):
+                    # The same bytes, give or take one plain request (about 200 KiB).
+                    export = render(plain, size=len(analysed.body))
+                    wait_drained(hop.metrics_port)
+                    more, took = probes_while(hop.healthz, functools.partial(send, export.body))
+                    plain_probes += more
+                    plain_took.append(took)
+                    expected += export.spans
+                rows[transport, "plain"].add(export, plain_probes, plain_took)
+                check_alive(hop.process)
+        accepted = scrape(hop.metrics_port)[ACCEPTED]
 
     print(
         f"\n{'export':<12}{'bytes':>12}{'spans':>8}{'answered in, ms':>17}"

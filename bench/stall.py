@@ -22,6 +22,7 @@ every span it holds (``mcp_breaker_receiver_accepted_spans_total``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -29,13 +30,15 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 from hop import (
     BENCH,
     LOOPBACK,
+    Child,
     check_alive,
     scrape,
     start,
@@ -152,33 +155,35 @@ def send_json(url: str, body: bytes) -> None:
         raise RuntimeError(f"the JSON request had spans rejected: {answer}")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=3, help="each request this many times")
-    args = parser.parse_args()
+@dataclass(frozen=True)
+class Served:
+    """``mcp-breaker serve`` running in front of a null next hop, and where to reach it."""
 
+    process: Child
+    otlp_grpc: str
+    otlp_http: str
+    healthz: str
+    metrics_port: int
+
+
+@contextlib.contextmanager
+def served(name: str, *settings: str) -> Iterator[Served]:
+    """The service on fresh loopback ports (its settings and these), forwarding to a null
+    receiver; both ready when this yields, both stopped after."""
     grpc_port, http_port, metrics_port, sink_port = (free_port() for _ in range(4))
-    settings = [
+    every = [
         f"receivers.grpc.endpoint={LOOPBACK}:{grpc_port}",
-        f"receivers.grpc.max_recv_msg_bytes={MAX_MESSAGE_BYTES}",
         f"receivers.http.endpoint={LOOPBACK}:{http_port}",
         f"telemetry.metrics_endpoint={LOOPBACK}:{metrics_port}",
         f"advisories.endpoint={LOOPBACK}:{free_port()}",
         "advisories.tokens=bench-token=bench",
         f"forward.endpoint={LOOPBACK}:{sink_port}",
+        *settings,
     ]
     argv = [sys.executable, "-m", "processor", "serve", "--log-level", "error"]
-    argv += [arg for setting in settings for arg in ("--set", setting)]
+    argv += [arg for setting in every for arg in ("--set", setting)]
     healthz = f"http://{LOOPBACK}:{metrics_port}/healthz"
-    print("building the requests...", flush=True)
-    cases: dict[str, tuple[Callable[[], None], int]] = {}
-    attributes_body, body = attributes_request(), json_body()
-    otlp_http = f"http://{LOOPBACK}:{http_port}/v1/traces"
-    cases["attributes"] = (lambda: send_grpc(f"{LOOPBACK}:{grpc_port}", attributes_body), 1)
-    cases["json"] = (lambda: send_json(otlp_http, body), JSON_SPANS)
-    sizes = {"attributes": len(attributes_body), "json": len(body)}
-
-    with tempfile.TemporaryDirectory(prefix="mcp-breaker-stall-") as workdir:
+    with tempfile.TemporaryDirectory(prefix=f"mcp-breaker-{name}-") as workdir:
         sink_argv = [sys.executable, str(BENCH / "null_receiver.py"), "--port", str(sink_port)]
         sink = start("null-receiver", sink_argv, Path(workdir))  # the next hop
         serve = start("serve", argv, Path(workdir))
@@ -186,18 +191,40 @@ def main() -> int:
             wait_grpc_ready(sink, sink_port)
             wait_grpc_ready(serve, grpc_port)
             wait_http_ready(serve, healthz)
-            quiet = [probe_once(healthz) for _ in range(QUIET_PROBES)]
-            rows: dict[str, list[tuple[float, float, int]]] = {name: [] for name in cases}
-            expected = 0
-            for _ in range(args.repeats):
-                for name, (send, spans) in cases.items():
-                    rows[name].append(worst_probe_while(healthz, send))
-                    expected += spans
-                    check_alive(serve)
-            accepted = scrape(metrics_port)[ACCEPTED]
+            yield Served(
+                serve,
+                f"{LOOPBACK}:{grpc_port}",
+                f"http://{LOOPBACK}:{http_port}/v1/traces",
+                healthz,
+                metrics_port,
+            )
         finally:
             stop(serve)
             stop(sink)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3, help="each request this many times")
+    args = parser.parse_args()
+
+    print("building the requests...", flush=True)
+    cases: dict[str, tuple[Callable[[], None], int]] = {}
+    attributes_body, body = attributes_request(), json_body()
+    sizes = {"attributes": len(attributes_body), "json": len(body)}
+
+    with served("stall", f"receivers.grpc.max_recv_msg_bytes={MAX_MESSAGE_BYTES}") as hop:
+        cases["attributes"] = (lambda: send_grpc(hop.otlp_grpc, attributes_body), 1)
+        cases["json"] = (lambda: send_json(hop.otlp_http, body), JSON_SPANS)
+        quiet = [probe_once(hop.healthz) for _ in range(QUIET_PROBES)]
+        rows: dict[str, list[tuple[float, float, int]]] = {name: [] for name in cases}
+        expected = 0
+        for _ in range(args.repeats):
+            for name, (send, spans) in cases.items():
+                rows[name].append(worst_probe_while(hop.healthz, send))
+                expected += spans
+                check_alive(hop.process)
+        accepted = scrape(hop.metrics_port)[ACCEPTED]
 
     baseline = max(quiet)
     print(f"\n/healthz answered alone: worst {baseline * 1000:.1f} ms of {QUIET_PROBES} "

@@ -30,6 +30,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from bench.ports import free_port
 from processor.config import load_config
 from processor.config.service import ServiceConfig
+from processor.engines.breaker import CallDecision
 from processor.server import Service
 
 T = TypeVar("T")
@@ -297,3 +298,26 @@ def start_serve(
         taken = log is None or "cannot listen on" in log  # no log kept: assume so
         if not taken or attempt == START_ATTEMPTS:
             raise AssertionError(f"serve exited with {process.returncode}: {log}")
+
+
+class Decisions:
+    """An event sink that keeps the service's call decisions as they were first told (a
+    revision of a call told before is not a second call), safe to read from a test."""
+
+    def __init__(self) -> None:
+        self._items: list[CallDecision] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, finding: object) -> None:
+        if isinstance(finding, CallDecision) and not finding.late:
+            with self._lock:
+                self._items.append(finding)
+
+    def all(self) -> list[CallDecision]:
+        with self._lock:
+            return list(self._items)
+
+    def of_tool(self, tool: str) -> list[CallDecision]:
+        """This tool's decisions, in span time."""
+        found = [d for d in self.all() if d.call.tool == tool]
+        return sorted(found, key=lambda d: d.call.start_ns)

@@ -20,7 +20,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack
@@ -44,9 +43,15 @@ from processor.classify.events import FailureClass
 from processor.client import AdvisoryClient
 from processor.client.mcp_adapter import BreakerSession, record_result
 from processor.client.tracing import PromptToolSpanProcessor, record_tool_call
-from processor.engines.breaker import CallDecision
 from processor.engines.circuit import CircuitKey, Scope, State
-from tests.support import LOOPBACK, CaptureCollector, ServiceThread, make_config, wait_until
+from tests.support import (
+    LOOPBACK,
+    CaptureCollector,
+    Decisions,
+    ServiceThread,
+    make_config,
+    wait_until,
+)
 from tests.test_advisories_e2e import closed_port
 
 TOOL_SERVER = Path(__file__).with_name("blame_e2e_server.py")
@@ -56,22 +61,6 @@ TURNS = 6
 ADVISORY_WAIT_S = 30.0  # a bound on waiting, not a measurement
 TOOL_CIRCUIT = CircuitKey(Scope.TOOL, f"{SERVER}/fetch_invoice")
 SERVER_CIRCUIT = CircuitKey(Scope.SERVER, SERVER)
-
-
-class Decisions:
-    def __init__(self) -> None:
-        self._items: list[CallDecision] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, finding: object) -> None:
-        if isinstance(finding, CallDecision) and not finding.late:
-            with self._lock:
-                self._items.append(finding)
-
-    def of_tool(self, tool: str) -> list[CallDecision]:
-        with self._lock:
-            found = [d for d in self._items if d.call.tool == tool]
-        return sorted(found, key=lambda d: d.call.start_ns)
 
 
 class Rig:

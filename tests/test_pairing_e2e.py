@@ -25,7 +25,6 @@ per call, from two processes.
 from __future__ import annotations
 
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -50,9 +49,15 @@ from processor.advisories.v1 import advisories_pb2 as pb
 from processor.client import AdvisoryClient
 from processor.client.mcp_adapter import BreakerSession
 from processor.client.tracing import PromptToolSpanProcessor
-from processor.engines.breaker import CallDecision
 from processor.engines.circuit import CircuitKey, Scope, State
-from tests.support import LOOPBACK, CaptureCollector, ServiceThread, make_config, wait_until
+from tests.support import (
+    LOOPBACK,
+    CaptureCollector,
+    Decisions,
+    ServiceThread,
+    make_config,
+    wait_until,
+)
 from tests.test_advisories_e2e import closed_port
 
 TOOL_SERVER = Path(__file__).with_name("pairing_e2e_server.py")
@@ -90,24 +95,6 @@ EXPORTS = [
         id="prompt server, prompt harness with SDK spans",
     ),
 ]
-
-
-class Decisions:
-    def __init__(self) -> None:
-        self._items: list[CallDecision] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, finding: object) -> None:
-        if isinstance(finding, CallDecision) and not finding.late:
-            with self._lock:
-                self._items.append(finding)
-
-    def all(self) -> list[CallDecision]:
-        with self._lock:
-            return list(self._items)
-
-    def of_tool(self, tool: str) -> int:
-        return sum(1 for d in self.all() if d.call.tool == tool)
 
 
 def text_of(result: CallToolResult) -> str:
@@ -215,7 +202,7 @@ def test_each_call_counts_once_under_the_harness_server_in_every_export_order(
                 # (and, once the circuit opens, its advisory time to reach the mirror).
                 await until(
                     f"the decision of turn {turn}",
-                    lambda t=turn: decisions.of_tool("fetch_invoice") >= t,
+                    lambda t=turn: len(decisions.of_tool("fetch_invoice")) >= t,
                 )
                 circuit = service.service.breaker.circuits.peek(TOOL_CIRCUIT)
                 if circuit is not None and circuit.state is State.OPEN:
