@@ -16,12 +16,15 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY requirements/service.lock ./requirements/
 COPY processor ./processor
+COPY clients/python/pyproject.toml clients/python/README.md ./clients/python/
+COPY clients/python/mcp_breaker_client ./clients/python/mcp_breaker_client
 # The dependencies from the lock (pinned, with hashes: the same versions on every build;
-# scripts/lock refreshes it), then the wheel alone.
-RUN python -m pip wheel --no-deps --wheel-dir /dist . \
+# scripts/lock refreshes it), then the two wheels alone: the client's core (what a call is
+# and how it ended, which the service shares with harnesses) and the service.
+RUN python -m pip wheel --no-deps --wheel-dir /dist ./clients/python . \
     && python -m venv /opt/mcp-breaker \
     && /opt/mcp-breaker/bin/pip install --require-hashes -r requirements/service.lock \
-    && /opt/mcp-breaker/bin/pip install --no-deps /dist/mcp_breaker-*.whl \
+    && /opt/mcp-breaker/bin/pip install --no-deps /dist/mcp_breaker_client-*.whl /dist/mcp_breaker-*.whl \
     && /opt/mcp-breaker/bin/pip uninstall --yes pip setuptools
 
 # -- run: the environment alone; no compiler, no pip, no sources ------------------------

@@ -17,7 +17,7 @@ measures and how:
 2. A stalled subscriber, cut off while the others carry on (``advisories_stall.py``).
 3. The ``Advisories/Check`` RPC next to the health Check (``advisories_check_rpc.py``).
 
-Parts 4 and 5 use the harness side, ``processor/client``, as a harness would.
+Parts 4 and 5 use the harness side, ``clients/python``, as a harness would.
 
 4. ``check()`` in the client library, on a serve process of its own
    (``advisories_client_check.py``).

@@ -44,9 +44,9 @@ from advisories_spans import (
     failed_span,
 )
 from hop import check_alive
+from mcp_breaker_client import AdvisoryClient, ClientConfig, Decision, Mirror
 
 from processor.advisories.v1 import advisories_pb2 as pb
-from processor.client import AdvisoryClient, ClientConfig, Decision, Mirror
 
 # What else the mirror holds, besides the turn blocks of a tool.
 CALL_TURNS = SERVERS  # blocks of an exact call, one per server

@@ -43,14 +43,13 @@ from advisories_service import (
     wait,
 )
 from advisories_spans import ARGUMENTS, ERROR, SERVERS, TOOL, WARMUP_EVENTS
+from mcp_breaker_client import AdvisoryClient, ClientConfig
+from mcp_breaker_client.tracing import PromptToolSpanProcessor, record_tool_call
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
-
-from processor.client import AdvisoryClient, ClientConfig
-from processor.client.tracing import PromptToolSpanProcessor, record_tool_call
 
 SDK_HARNESS = "advisory-bench-sdk-harness"  # its service.name, and its subscription's filter
 POLL_S = 0.0001  # between two polls of client.check while waiting for an advisory

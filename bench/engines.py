@@ -16,7 +16,9 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from processor.classify.events import Dialect, FailureClass, Outcome, ToolCall, Verdict
+from mcp_breaker_client.shared.verdict import FailureClass, Outcome, Verdict
+
+from processor.classify.events import Dialect, ToolCall
 from processor.config import BreakerConfig
 from processor.engines.breaker import Breaker
 

@@ -24,19 +24,13 @@ from dataclasses import replace
 from typing import TypeVar
 
 from engines import stream
+from mcp_breaker_client.shared.verdict import FailureClass, NeutralReason, Outcome, Verdict
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest as text_latest
 from prometheus_client.openmetrics import exposition
 
 from processor.classify.classifier import PairingStats
-from processor.classify.events import (
-    Dialect,
-    FailureClass,
-    NeutralReason,
-    Outcome,
-    ToolListing,
-    Verdict,
-)
+from processor.classify.events import Dialect, ToolListing
 from processor.config import BreakerConfig, Rule, TelemetryConfig
 from processor.config.telemetry import DEFAULT_MAX_SERIES_PER_METRIC
 from processor.engines.breaker import Breaker, CallDecision

@@ -1,6 +1,6 @@
 """What redaction costs on the error texts it is given: characters read per CPU second.
 
-``redact`` runs on every failed call's error text (processor/classify/outcome.py), so its
+``redact`` runs on every failed call's error text (the client's ``shared/outcome.py``), so its
 cost is paid once per failure, on texts as tool servers write them. Two corpora:
 
     realistic    error texts of the kinds the service sees: JSON-RPC errors, transport
@@ -8,8 +8,8 @@ cost is paid once per failure, on texts as tool servers write them. Two corpora:
                  credential in the shapes tests/fixtures/redaction/ lists, in several
                  languages; short ones and ones past the scan limit
     adversarial  inputs built to make a pattern work hard: long runs of one character, of
-                 keywords, of separators, of quotes, of flags (what tests/test_redact.py
-                 feeds it as well)
+                 keywords, of separators, of quotes, of flags (what the client's
+                 tests/test_shared_redact.py feeds it as well)
 
 Each round redacts every text of a corpus once; CPU time, best of several rounds. The
 figure is the characters of input per second (a text past the scan limit counts only the
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from processor.classify.redact import DEFAULT_MAX_CHARS, SCAN_FACTOR, redact
+from mcp_breaker_client.shared.redact import DEFAULT_MAX_CHARS, SCAN_FACTOR, redact
 
 TRACEBACK = (
     "ToolError: Error calling tool 'raising_tool': boom\n"

@@ -38,6 +38,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
 import redis  # noqa: E402  (after the path: run as a script from anywhere)
+from mcp_breaker_client import AdvisoryClient  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
@@ -45,7 +46,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 from opentelemetry.trace import SpanKind  # noqa: E402
 
-from processor.client import AdvisoryClient  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 from tests.replicas import ReplicaProcess  # noqa: E402
 from tests.sdk import RESOURCE, export_grpc  # noqa: E402

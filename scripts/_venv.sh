@@ -16,19 +16,20 @@ ensure_venv() {
     fi
     [ -x .venv/bin/python ] || "$python" -m venv .venv
     local stamp=".venv/.installed-${extras:-base}" want
-    want=$(cat pyproject.toml "$lock" | sha256sum | cut -c1-16)
+    want=$(cat pyproject.toml clients/python/pyproject.toml "$lock" | sha256sum | cut -c1-16)
     # The test lock holds every other one: after ./scripts/test, ./scripts/serve starts at
     # once instead of installing into .venv again.
-    if [ "$(cat .venv/.installed-test 2>/dev/null)" = "$(cat pyproject.toml requirements/test.lock | sha256sum | cut -c1-16)" ]; then
+    if [ "$(cat .venv/.installed-test 2>/dev/null)" = "$(cat pyproject.toml clients/python/pyproject.toml requirements/test.lock | sha256sum | cut -c1-16)" ]; then
         return 0
     fi
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         echo "installing mcp-breaker${extras:+[$extras]} into .venv (versions from $lock) ..." >&2
         .venv/bin/python -m pip install --quiet --disable-pip-version-check \
             --require-hashes -r "$lock"
-        # The project itself, editable; its dependencies are all in place from the lock.
+        # The client (clients/python, a distribution of its own that the service uses),
+        # then the service itself, both editable; their dependencies are all in place.
         .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
-            -e ".${extras:+[$extras]}"
+            -e clients/python -e ".${extras:+[$extras]}"
         echo "$want" > "$stamp"
     fi
 }

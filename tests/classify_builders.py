@@ -13,20 +13,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_breaker_client.shared.verdict import FailureClass, NeutralReason, Outcome
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from processor.classify.classifier import Classifier
-from processor.classify.events import (
-    Dialect,
-    Event,
-    FailureClass,
-    NeutralReason,
-    Outcome,
-    ToolCall,
-    ToolListing,
-)
+from processor.classify.events import Dialect, Event, ToolCall, ToolListing
 from processor.config import ClassifyConfig
 
 CLIENT = Span.SPAN_KIND_CLIENT

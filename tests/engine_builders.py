@@ -10,15 +10,10 @@ import hashlib
 import itertools
 from typing import Any
 
-from processor.classify.events import (
-    Dialect,
-    FailureClass,
-    NeutralReason,
-    Outcome,
-    ToolCall,
-    Verdict,
-)
-from processor.classify.fingerprint import fingerprint
+from mcp_breaker_client.shared.fingerprint import fingerprint
+from mcp_breaker_client.shared.verdict import FailureClass, NeutralReason, Outcome, Verdict
+
+from processor.classify.events import Dialect, ToolCall
 
 DAY_S = 1_787_011_200  # 2026-08-18T00:00:00Z, the seed's day: a fixed span time, not the clock
 NS_PER_S = 1_000_000_000

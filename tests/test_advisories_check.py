@@ -11,11 +11,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from mcp_breaker_client.shared.verdict import FailureClass
 
 from processor.advisories.check import Checker, CheckResult, Verdict
 from processor.advisories.hub import AdvisoryHub
 from processor.advisories.model import TURN_BLOCKED, AdvisoryScope
-from processor.classify.events import FailureClass, ToolCall
+from processor.classify.events import ToolCall
 from processor.config import AdvisoriesConfig, BreakerConfig, TurnKey
 from processor.engines.breaker import Breaker
 from processor.engines.circuit import CircuitKey, Scope, State

@@ -33,16 +33,16 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
+from mcp_breaker_client import AdvisoryClient
+from mcp_breaker_client.mcp_adapter import BreakerSession
+from mcp_breaker_client.shared.verdict import FailureClass, NeutralReason, Outcome
+from mcp_breaker_client.tracing import PromptToolSpanProcessor
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 
-from processor.classify.events import FailureClass, NeutralReason, Outcome
-from processor.client import AdvisoryClient
-from processor.client.mcp_adapter import BreakerSession
-from processor.client.tracing import PromptToolSpanProcessor
 from processor.engines.breaker import CallDecision
 from tests.support import LOOPBACK, ServiceThread, free_port, make_config, wait_until
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from mcp_breaker_client.shared.verdict import FailureClass, Outcome
 
 from processor.advisories.hub import AdvisoryHub, Audience, Change
 from processor.advisories.model import (
@@ -23,7 +24,7 @@ from processor.advisories.model import (
     Advisory,
     AdvisoryScope,
 )
-from processor.classify.events import Dialect, FailureClass, Outcome, ToolCall, ToolListing
+from processor.classify.events import Dialect, ToolCall, ToolListing
 from processor.config import AdvisoriesConfig, BreakerConfig, TurnKey
 from processor.engines.breaker import Breaker
 from processor.engines.circuit import CircuitKey, Scope, State

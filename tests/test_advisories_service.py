@@ -32,6 +32,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from mcp_breaker_client.shared.fingerprint import fingerprint, fingerprints
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -42,7 +43,6 @@ from opentelemetry.trace import SpanKind
 from processor.advisories.service import MAX_NAME_CHARS, AdvisoryService
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
-from processor.classify.fingerprint import fingerprint, fingerprints
 from tests.sdk import export_grpc
 from tests.support import LOOPBACK, ServiceThread, make_config, terminate, wait_until
 

@@ -31,6 +31,10 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
+from mcp_breaker_client import AdvisoryClient
+from mcp_breaker_client.mcp_adapter import BreakerSession, record_result
+from mcp_breaker_client.shared.verdict import FailureClass
+from mcp_breaker_client.tracing import PromptToolSpanProcessor, record_tool_call
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -39,10 +43,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Tracer
 
 from processor.advisories.v1 import advisories_pb2 as pb
-from processor.classify.events import FailureClass
-from processor.client import AdvisoryClient
-from processor.client.mcp_adapter import BreakerSession, record_result
-from processor.client.tracing import PromptToolSpanProcessor, record_tool_call
 from processor.engines.circuit import CircuitKey, Scope, State
 from tests.support import (
     LOOPBACK,

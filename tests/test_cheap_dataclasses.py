@@ -1,6 +1,6 @@
-"""processor/classify/cheap_dataclasses.py: the constructors made by ``slot_init`` and the functions
-made by ``builder`` keep every promise a dataclass makes. (The engines' classes built by
-``slot_init``: tests/test_engines_breaker.py.)"""
+"""The client's shared/cheap_dataclasses.py: the constructors made by ``slot_init`` and
+the functions made by ``builder`` keep every promise a dataclass makes. (The engines'
+classes built by ``slot_init``: tests/test_engines_breaker.py.)"""
 
 from __future__ import annotations
 
@@ -9,20 +9,19 @@ import pickle
 from typing import Any
 
 import pytest
+from mcp_breaker_client.shared.cheap_dataclasses import builder
+from mcp_breaker_client.shared.outcome import Signals, build_signals
+from mcp_breaker_client.shared.verdict import Outcome, Verdict
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from processor.classify.cheap_dataclasses import builder
 from processor.classify.events import (
     Dialect,
-    Outcome,
     Side,
     ToolCall,
     ToolListing,
-    Verdict,
     build_tool_call,
     build_tool_listing,
 )
-from processor.classify.outcome import Signals, build_signals
 from processor.classify.reading import Kind, Reading, build_reading
 from processor.classify.spanview import SpanView
 

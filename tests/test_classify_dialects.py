@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from mcp_breaker_client.shared.verdict import FailureClass, NeutralReason, Outcome
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from processor.classify.events import Dialect, FailureClass, NeutralReason, Outcome
+from processor.classify.events import Dialect
 from tests.classify_builders import (
     CLIENT,
     ERROR,

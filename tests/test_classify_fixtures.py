@@ -12,10 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
+from mcp_breaker_client.shared.verdict import FailureClass, Outcome
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from processor.classify.classifier import Classifier
-from processor.classify.events import Dialect, FailureClass, Outcome, ToolCall, ToolListing
+from processor.classify.events import Dialect, ToolCall, ToolListing
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real-spans"
 

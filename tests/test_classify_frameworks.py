@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mcp_breaker_client.shared.verdict import FailureClass, Outcome
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from processor.classify.classifier import Classifier
-from processor.classify.events import Dialect, FailureClass, Outcome, ToolCall
+from processor.classify.events import Dialect, ToolCall
 from processor.config import BreakerConfig
 from processor.engines.turns import TurnBreaker
 from tests.classify_builders import classify_all, make_span, only_call

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from mcp_breaker_client.shared.redact import DEFAULT_MAX_CHARS
+from mcp_breaker_client.shared.verdict import Outcome
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from processor.classify.events import Event, Outcome, ToolCall, ToolListing
-from processor.classify.redact import DEFAULT_MAX_CHARS
+from processor.classify.events import Event, ToolCall, ToolListing
 from tests.classify_builders import (
     CLIENT,
     ERROR,

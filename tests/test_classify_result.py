@@ -17,12 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from mcp_breaker_client.shared.outcome import Signals, judge
+from mcp_breaker_client.shared.result import MAX_CONTENT_ITEMS, MAX_JSON_CHARS, read_result
+from mcp_breaker_client.shared.verdict import FailureClass, FailureOrigin, Outcome
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from processor.classify.events import FailureClass, FailureOrigin, Outcome
-from processor.classify.outcome import Signals, judge
-from processor.classify.result import MAX_CONTENT_ITEMS, read_result
-from processor.classify.spanview import MAX_JSON_CHARS
 from processor.config import ClassifyConfig
 from tests.classify_builders import CLIENT, SERVER, classify_all, make_span, only_call
 

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from mcp_breaker_client.shared.fingerprint import _CANONICAL, _normalize, canonical_json
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify import dialects
@@ -16,7 +17,6 @@ from processor.classify.classifier import Classifier
 from processor.classify.events import (
     Dialect,
 )
-from processor.classify.fingerprint import _CANONICAL, _normalize, canonical_json
 from processor.classify.spanview import MAX_ATTRIBUTES
 from tests.classify_builders import as_request, classify_all, make_span, only_call
 

@@ -19,6 +19,10 @@ from agents.mcp import MCPServerStdio
 from agents.testing import ScriptedModel, assistant_message, function_call
 from fastmcp.client.transports import StdioTransport
 from mcp.types import CallToolResult
+from mcp_breaker_client.mcp_adapter import LOCAL_ID_PREFIX
+from mcp_breaker_client.mirror import CheckResult, Decision
+from mcp_breaker_client.openai_agents import BreakerMCPServer
+from mcp_breaker_client.pydantic_ai import BreakerToolset
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic_ai import Agent as PydanticAgent
@@ -35,10 +39,6 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from processor.advisories.v1 import advisories_pb2 as pb
-from processor.client.mcp_adapter import LOCAL_ID_PREFIX
-from processor.client.mirror import CheckResult, Decision
-from processor.client.openai_agents import BreakerMCPServer
-from processor.client.pydantic_ai import BreakerToolset
 from tests.live import frameworks_common as common
 
 SERVER = common.SERVER_NAME  # "billing"

@@ -16,6 +16,10 @@ import pytest
 from mcp import Client, MCPError
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
+from mcp_breaker_client.calls import call_fingerprint
+from mcp_breaker_client.mcp_adapter import LOCAL_ID_PREFIX, BreakerSession, FailureNotes
+from mcp_breaker_client.mirror import CheckResult, Decision
+from mcp_breaker_client.shared.verdict import FailureClass, Outcome, Verdict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -24,10 +28,7 @@ from processor.advisories.convert import to_wire
 from processor.advisories.model import from_block
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.classify.classifier import Classifier
-from processor.classify.events import FailureClass, Outcome, ToolCall, Verdict
-from processor.client.calls import call_fingerprint
-from processor.client.mcp_adapter import LOCAL_ID_PREFIX, BreakerSession, FailureNotes
-from processor.client.mirror import CheckResult, Decision
+from processor.classify.events import ToolCall
 from processor.config import BreakerConfig, TurnKey
 from processor.engines.turns import TurnBreaker
 
@@ -270,7 +271,7 @@ def test_with_neither_a_turn_nor_a_trace_the_session_warns_once(
 ) -> None:
     provider, _ = spans
     advisories = ScriptedAdvisories(CheckResult(decision=Decision.ALLOW))
-    caplog.set_level(logging.WARNING, logger="processor.client")
+    caplog.set_level(logging.WARNING, logger="mcp_breaker_client")
     calls_without_set_turn(provider, advisories, in_a_turn_span=False, calls=3)
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == [

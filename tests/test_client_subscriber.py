@@ -22,14 +22,14 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from mcp_breaker_client import AdvisoryClient, ClientConfig, Decision, ReconnectPolicy, TlsConfig
+from mcp_breaker_client.tracing import record_tool_call
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from processor.advisories.v1 import advisories_pb2 as pb
-from processor.client import AdvisoryClient, ClientConfig, Decision, ReconnectPolicy, TlsConfig
-from processor.client.tracing import record_tool_call
 from tests.sdk import RESOURCE, export_grpc
 from tests.support import LOOPBACK, ServiceThread, make_config, wait_until
 

@@ -14,6 +14,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 
 import pytest
+from mcp_breaker_client.calls import ARGS_HASH_ATTRIBUTE, call_fingerprint
+from mcp_breaker_client.shared.verdict import FailureClass, NeutralReason, Outcome
+from mcp_breaker_client.tracing import (
+    PromptExportConfig,
+    PromptToolSpanProcessor,
+    ToolCallRecord,
+    is_tool_span,
+    record_tool_call,
+)
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -28,15 +37,7 @@ from opentelemetry.trace import SpanKind
 
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.classify.classifier import Classifier
-from processor.classify.events import FailureClass, NeutralReason, Outcome, ToolCall
-from processor.client.calls import ARGS_HASH_ATTRIBUTE, call_fingerprint
-from processor.client.tracing import (
-    PromptExportConfig,
-    PromptToolSpanProcessor,
-    ToolCallRecord,
-    is_tool_span,
-    record_tool_call,
-)
+from processor.classify.events import ToolCall
 from processor.config import BreakerConfig
 from processor.engines.breaker import Breaker
 from processor.engines.circuit import CircuitKey, Scope
@@ -332,7 +333,7 @@ def test_arguments_nested_deeper_than_json_can_walk_are_still_identified() -> No
     """Found by the TypeScript client's randomized vectors: 5,000 levels of nesting made
     json.dumps raise RecursionError out of the harness's call; the canonical form bounds
     the depth, so the call gets a digest and a fingerprint like any other."""
-    from processor.client.calls import call_fingerprints, recorded_arguments
+    from mcp_breaker_client.calls import call_fingerprints, recorded_arguments
 
     deep: object = "leaf"
     for _ in range(5_000):

@@ -130,11 +130,15 @@ def build_context(tmp_path: Path) -> Path:
     return context
 
 
-def test_the_build_context_builds_the_wheel_the_image_installs(tmp_path: Path) -> None:
+NAMES = ("mcp_breaker", "mcp_breaker_client")  # the service's wheel, the client's
+SOURCES = ("./clients/python", ".")
+
+
+def test_the_build_context_builds_the_wheels_the_image_installs(tmp_path: Path) -> None:
     context = build_context(tmp_path)
     dist = tmp_path / "dist"
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(dist), "."],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(dist), *SOURCES],
         cwd=context,
         capture_output=True,
         text=True,
@@ -142,10 +146,16 @@ def test_the_build_context_builds_the_wheel_the_image_installs(tmp_path: Path) -
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    (wheel,) = dist.iterdir()
-    assert wheel.name == f"mcp_breaker-{__version__}-py3-none-any.whl"
+    wheel, client = (dist / f"{n}-{__version__}-py3-none-any.whl" for n in NAMES)
+    assert sorted(dist.iterdir()) == sorted([wheel, client])
     build, _ = stages()
-    assert "/dist/mcp_breaker-*.whl" in " ".join(build.all("RUN"))
+    assert "/dist/mcp_breaker_client-*.whl /dist/mcp_breaker-*.whl" in " ".join(build.all("RUN"))
+    with zipfile.ZipFile(client) as archive:
+        names = set(archive.namelist())
+    # The client's core, which the service imports; nothing of the service in it.
+    assert "mcp_breaker_client/shared/verdict.py" in names
+    assert "mcp_breaker_client/v1/advisories_pb2.py" in names
+    assert not [n for n in names if n.startswith(("processor/", "tests/"))]
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         info = f"mcp_breaker-{__version__}.dist-info"

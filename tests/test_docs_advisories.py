@@ -16,13 +16,10 @@ PAGE = ROOT / "docs" / "advisories.md"
 
 
 def checkout(where: Path) -> Path:
-    """What a checkout holds that installing needs (not .venv, not caches)."""
+    """What a checkout holds that installing the client needs (not .venv, not caches)."""
     where.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, where / name)
-    shutil.copytree(
-        ROOT / "processor", where / "processor", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "tests")
+    shutil.copytree(ROOT / "clients" / "python", where / "clients" / "python", ignore=ignore)
     return where
 
 
@@ -39,8 +36,9 @@ def test_the_install_commands_install_the_client_library(tmp_path: Path) -> None
     with DocSession(source, env={"HOME": str(home), "PIP_CACHE_DIR": cache}) as session:
         for step in steps:
             session.run(step)
-    assert (home / "harness-venv" / "bin" / "mcp-breaker").exists()
-    assert list((source / "dist").glob("mcp_breaker-*.whl"))
+    assert (home / "harness-venv" / "bin" / "python").exists()
+    assert not (home / "harness-venv" / "bin" / "mcp-breaker").exists()  # the service's script
+    assert list((source / "dist").glob("mcp_breaker_client-*.whl"))
 
 
 def test_the_plaintext_first_steps_subscribe_and_refuse_the_dead_tool() -> None:

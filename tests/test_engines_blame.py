@@ -24,8 +24,9 @@ import pytest
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
+from mcp_breaker_client.shared.verdict import FailureClass, FailureOrigin, Outcome, Verdict
 
-from processor.classify.events import FailureClass, FailureOrigin, Outcome, ToolCall, Verdict
+from processor.classify.events import ToolCall
 from processor.config import BreakerConfig
 from processor.engines.blame import BLAME_RULES, CallEvidence, Count, call_evidence
 from processor.engines.breaker import Breaker

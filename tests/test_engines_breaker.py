@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mcp_breaker_client.shared.turns import turn_block_message
+from mcp_breaker_client.shared.verdict import FailureClass, NeutralReason, Outcome
 
-from processor.classify.events import FailureClass, NeutralReason, Outcome, ToolCall
+from processor.classify.events import ToolCall
 from processor.config import BreakerConfig, Rule
-from processor.engines.breaker import Breaker, CallDecision, turn_block_message
+from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import CircuitKey, Scope, State, Transition, Trigger
 from tests.engine_builders import NS_PER_S, at_s, declined, failed, tool_call
 
@@ -499,7 +501,7 @@ def test_neutral_calls_change_no_other_decision(plan: Plan) -> None:
 
 def test_the_engines_faster_constructors_keep_what_a_dataclass_promises() -> None:
     """CallDecision, Evidence, Transition and RosterFinding are built by ``slot_init``
-    (processor/classify/cheap_dataclasses.py): still frozen, keyword-only, equal and
+    (mcp_breaker_client.shared.cheap_dataclasses): still frozen, keyword-only, equal and
     hashable by value, with their defaults, copied by ``replace`` and pickled as before."""
     import dataclasses
     import pickle

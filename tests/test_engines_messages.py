@@ -1,4 +1,4 @@
-"""Every sentence a model reads, word for word (processor/engines/messages.py).
+"""Every sentence a model reads, word for word (mcp_breaker_client.shared.messages).
 
 Golden tests: a change to what the model reads must show here, and in docs/breaker.md's
 table, which ``test_docs_table_shows_every_template`` holds to the same words.
@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from processor.engines import messages
+from mcp_breaker_client.shared import messages
 
 ERROR = "billing backend unreachable: connect ECONNREFUSED 127.0.0.1:16999."
 QUERY_DB = messages.tool_subject("query_db", "billing")

@@ -10,8 +10,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from mcp_breaker_client.shared.verdict import FailureClass, NeutralReason, Outcome
 
-from processor.classify.events import FailureClass, NeutralReason, Outcome, ToolCall
+from processor.classify.events import ToolCall
 from processor.config import BreakerConfig, TurnKey
 from processor.engines.turns import TurnBreaker, TurnScope
 from tests.engine_builders import NO_ARGUMENTS, declined, failed, round_ns, tool_call

@@ -1,5 +1,6 @@
-"""The package's modules import one another without a circle, type-checking imports too:
-each module can be read after the ones it builds on, and none needs a lazy import to load."""
+"""The packages' modules import one another without a circle, type-checking imports too:
+each module can be read after the ones it builds on, and none needs a lazy import to load.
+The client (clients/python) imports nothing of the service: it installs without it."""
 
 from __future__ import annotations
 
@@ -7,17 +8,25 @@ import ast
 import graphlib
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "processor"
+ROOT = Path(__file__).resolve().parents[1]
+SERVICE = ROOT / "processor"
+CLIENT = ROOT / "clients" / "python" / "mcp_breaker_client"
 GENERATED = "v1"  # protoc's stubs import only each other
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    package = next(p for p in (SERVICE, CLIENT) if path.is_relative_to(p))
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in PACKAGE.rglob("*.py") if GENERATED not in p.parts}
+def modules(*packages: Path) -> dict[str, Path]:
+    return {
+        module_name(p): p
+        for package in packages or (SERVICE, CLIENT)
+        for p in package.rglob("*.py")
+        if GENERATED not in p.parts
+    }
 
 
 def imported(path: Path, known: dict[str, Path]) -> set[str]:
@@ -41,10 +50,24 @@ def graph() -> dict[str, set[str]]:
     return {name: imported(path, known) for name, path in known.items()}
 
 
-def test_the_package_has_no_import_circle() -> None:
+def test_the_packages_have_no_import_circle() -> None:
     deps = graph()
-    assert len(deps) > 100  # the walk found the package
+    assert len(deps) > 120  # the walk found both packages
     graphlib.TopologicalSorter(deps).prepare()  # raises CycleError, naming the circle
+
+
+def test_the_client_imports_nothing_of_the_service() -> None:
+    """Anywhere in a client module (a lazy import, a type-checking one): no ``processor``."""
+    client = modules(CLIENT)
+    assert len(client) > 15
+    for name, path in client.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        assert not {m.split(".")[0] for m in found} & {"processor", "tests"}, (name, found)
 
 
 def test_a_circle_would_be_found() -> None:

@@ -11,8 +11,9 @@ import random
 from dataclasses import replace
 
 import pytest
+from mcp_breaker_client.shared.verdict import FailureClass, NeutralReason, Outcome
 
-from processor.classify.events import FailureClass, NeutralReason, Outcome, ToolCall
+from processor.classify.events import ToolCall
 from processor.config import BreakerConfig, Rule
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import CircuitKey, Scope, State

@@ -41,15 +41,15 @@ import mcp.shared._otel
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult
+from mcp_breaker_client import AdvisoryClient
+from mcp_breaker_client.mcp_adapter import BreakerSession
+from mcp_breaker_client.tracing import PromptToolSpanProcessor
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from processor.client import AdvisoryClient
-from processor.client.mcp_adapter import BreakerSession
-from processor.client.tracing import PromptToolSpanProcessor
 from processor.engines.breaker import CallDecision
 from tests.offline_support import analyze_json
 from tests.otlp_file import write_json_lines

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from processor.classify.events import Dialect, FailureClass, Outcome, ToolCall, ToolListing
+from mcp_breaker_client.shared.verdict import FailureClass, Outcome
+
+from processor.classify.events import Dialect, ToolCall, ToolListing
 from processor.config import Rule
 from processor.engines.breaker import CallDecision, Evidence
 from processor.engines.roster import RosterFinding, RosterHealth

@@ -37,6 +37,9 @@ import mcp.shared._otel
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
+from mcp_breaker_client import AdvisoryClient
+from mcp_breaker_client.mcp_adapter import BreakerSession
+from mcp_breaker_client.tracing import PromptToolSpanProcessor
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.resources import Resource
@@ -46,9 +49,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from processor.advisories.status import fetch, status
 from processor.advisories.v1 import advisories_pb2 as pb
-from processor.client import AdvisoryClient
-from processor.client.mcp_adapter import BreakerSession
-from processor.client.tracing import PromptToolSpanProcessor
 from processor.engines.circuit import CircuitKey, Scope, State
 from tests.support import (
     LOOPBACK,

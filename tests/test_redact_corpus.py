@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from mcp_breaker_client.shared.redact import DEFAULT_MAX_CHARS, ELLIPSIS, REDACTED, redact
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
@@ -28,7 +29,6 @@ from opentelemetry.trace import SpanKind
 
 from processor.advisories.status import Layout, status
 from processor.advisories.v1 import advisories_pb2 as pb
-from processor.classify.redact import DEFAULT_MAX_CHARS, ELLIPSIS, REDACTED, redact
 from tests.sdk import export_grpc
 from tests.support import LOOPBACK, wait_until
 from tests.test_advisories_service import WAIT_S, Client, advisories_of, port_of, running

@@ -16,21 +16,19 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mcp_breaker_client.shared.verdict import (
+    FailureClass,
+    FailureOrigin,
+    NeutralReason,
+    Outcome,
+    Verdict,
+)
 
 from processor.advisories import admin
 from processor.advisories.hub import position_seq
 from processor.advisories.service import AdvisoryService
 from processor.classify.classifier import Classifier
-from processor.classify.events import (
-    Dialect,
-    FailureClass,
-    FailureOrigin,
-    NeutralReason,
-    Outcome,
-    ToolCall,
-    ToolListing,
-    Verdict,
-)
+from processor.classify.events import Dialect, ToolCall, ToolListing
 from processor.classify.listing import MAX_NAMESPACE_CHARS, MAX_NAMESPACES
 from processor.config import AdvisoriesConfig, BreakerConfig, ClassifyConfig
 from processor.engines.breaker import Breaker

@@ -20,11 +20,11 @@ import pytest
 import redis as redis_client
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from mcp_breaker_client import AdvisoryClient
 from opentelemetry.sdk.trace import ReadableSpan
 
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
-from processor.client import AdvisoryClient
 from processor.config.state import DEFAULT_KEY_PREFIX
 from tests.redis_server import RedisServer
 from tests.replicas import SERVER, TOOL, ReplicaProcess, circuits_of, tool_calls

@@ -28,10 +28,11 @@ import pytest
 import redis.asyncio as aioredis
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
+from mcp_breaker_client.shared.verdict import FailureClass, Outcome, Verdict
 
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
-from processor.classify.events import Dialect, FailureClass, Outcome, ToolCall, ToolListing, Verdict
+from processor.classify.events import Dialect, ToolCall, ToolListing
 from processor.config.state import DEFAULT_KEY_PREFIX
 from processor.engines.circuit import CircuitKey, Scope, State
 from processor.errors import BadEvent

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
+from mcp_breaker_client.shared.verdict import FailureClass, NeutralReason, Outcome
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest as generate_text
 from prometheus_client.metrics_core import Metric
@@ -23,14 +24,7 @@ from prometheus_client.parser import (
 from prometheus_client.samples import Sample
 
 from processor.classify.classifier import Classifier, PairingStats
-from processor.classify.events import (
-    Dialect,
-    FailureClass,
-    NeutralReason,
-    Outcome,
-    ToolCall,
-    ToolListing,
-)
+from processor.classify.events import Dialect, ToolCall, ToolListing
 from processor.config import BreakerConfig, TelemetryConfig
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import CircuitKey, Scope, State

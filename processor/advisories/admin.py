@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 
 import grpc
+from mcp_breaker_client.shared.redact import redact
 
 from processor.advisories import convert
 from processor.advisories.service import MAX_NAME_CHARS, AdvisoryService, text_argument
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.auth.tokens import metadata_bearer_token
-from processor.classify.redact import redact
 from processor.engines.breaker import NO_SERVER
 from processor.engines.circuit import CircuitKey, Scope, State
 from processor.state.events import Force, Release

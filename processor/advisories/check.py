@@ -15,9 +15,10 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from mcp_breaker_client.shared import messages
+
 from processor.advisories.hub import AdvisoryHub
 from processor.advisories.model import Advisory
-from processor.engines import messages
 from processor.engines.bounded import LruMap
 from processor.engines.breaker import NO_SERVER
 from processor.engines.circuit import CircuitKey, Scope, State

@@ -13,8 +13,9 @@ import enum
 import math
 from dataclasses import dataclass, replace
 
+from mcp_breaker_client.shared import messages
+
 from processor.classify.events import ToolCall, ToolListing
-from processor.engines import messages
 from processor.engines.breaker import NO_SERVER, Evidence, circuit_message, turn_message
 from processor.engines.circuit import Circuit, Scope, State
 from processor.engines.roster import Collapse

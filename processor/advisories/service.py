@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import grpc
+from mcp_breaker_client.shared.conventions import server_prefix
+from mcp_breaker_client.shared.fingerprint import fingerprints
 
 from processor.advisories import convert
 from processor.advisories.auth import Authenticator
@@ -31,8 +33,6 @@ from processor.advisories.slots import Limits, Refused, Slot, Slots, caller_of
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.auth.tokens import TokenMap, metadata_bearer_token
-from processor.classify.classifier import server_prefix
-from processor.classify.fingerprint import fingerprints
 from processor.config import AdvisoriesConfig
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import State, Transition

@@ -19,6 +19,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from cachetools import LRUCache
+from mcp_breaker_client.shared.conventions import server_prefix
+from mcp_breaker_client.shared.fingerprint import fingerprint
+from mcp_breaker_client.shared.outcome import judge
+from mcp_breaker_client.shared.verdict import UNKNOWN_VERDICT, FailureClass, Outcome, Verdict
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags
 
@@ -33,20 +37,14 @@ from processor.classify.dialects import (
     read,
 )
 from processor.classify.events import (
-    UNKNOWN_VERDICT,
     Event,
-    FailureClass,
-    Outcome,
     Side,
     ToolCall,
     ToolListing,
-    Verdict,
     build_tool_call,
     build_tool_listing,
 )
-from processor.classify.fingerprint import fingerprint
 from processor.classify.listing import listing_counts
-from processor.classify.outcome import judge
 from processor.classify.reading import Kind, Reading
 from processor.classify.recent import ExpiringKeys, ExpiringValues, RecentKeys
 from processor.classify.spanview import (
@@ -62,7 +60,6 @@ from processor.engines.turns import NS_PER_S
 from processor.request.sparse import RequestSpans
 
 SERVICE_NAME_KEY = "service.name"  # OpenTelemetry resource semantic conventions
-SERVER_SEPARATOR = "__"  # "playwright__browser_navigate": the server__tool convention
 
 # The span flags that say where a span's parent is: known, and remote (another process).
 _REMOTE_PARENT = (
@@ -778,12 +775,6 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 def encodable(name: str) -> str:
     """``name`` with each lone surrogate replaced by U+FFFD: valid UTF-8 everywhere."""
     return _LONE_SURROGATE.sub("\ufffd", name)
-
-
-def server_prefix(tool: str) -> str | None:
-    """``playwright`` for ``playwright__browser_navigate``: the server__tool convention."""
-    prefix, separator, _ = tool.partition(SERVER_SEPARATOR)
-    return prefix if separator and prefix else None
 
 
 def _fingerprint(server: str | None, tool: str, told: Iterable[Reading | None]) -> str | None:

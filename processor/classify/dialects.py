@@ -12,6 +12,10 @@ from collections.abc import Sequence
 from itertools import repeat
 from typing import Any
 
+from mcp_breaker_client.shared.conventions import ARGS_HASH_ATTRIBUTE, REFUSED_ATTRIBUTE
+from mcp_breaker_client.shared.outcome import as_int, build_signals
+from mcp_breaker_client.shared.result import as_bool, loads, read_result
+
 from processor.classify import frameworks
 from processor.classify.events import Dialect, Side
 from processor.classify.frameworks import (
@@ -24,27 +28,19 @@ from processor.classify.frameworks import (
     VERCEL_TOOL_CALL,
     is_genai_tool,
 )
-from processor.classify.outcome import as_int, build_signals
 from processor.classify.reading import Kind, Reading, build_reading, span_signals
-from processor.classify.result import as_bool, read_result
 from processor.classify.spanview import (
     SPAN_KIND_CLIENT,
     SPAN_KIND_SERVER,
     STATUS_CODE_ERROR,
     AttributeValue,
     SpanView,
-    loads,
 )
 
 CALL_METHOD = "tools/call"
 LIST_METHOD = "tools/list"
 HARNESS_CALL = "mcp.tool.call"
 HARNESS_LIST = "mcp.tools.list"
-# Set by a harness (the client library's adapter) on a call it did not make because an
-# advisory said the tool was out; its outcome is neutral (cancelled) either way.
-REFUSED_ATTRIBUTE = "mcp.breaker.refused"
-# Instead of the arguments: a digest of them (the client library records only this).
-ARGS_HASH_ATTRIBUTE = "mcp.tool.args_hash"
 SDK_CLIENT_PREFIX = "MCP send "  # the official mcp SDK 2.x client span names
 MCP_SDK_SCOPE = "mcp-python-sdk"  # instrumentation scope names
 FASTMCP_SCOPE = "fastmcp"

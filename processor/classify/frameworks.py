@@ -27,16 +27,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from mcp_breaker_client.shared.outcome import Signals
+from mcp_breaker_client.shared.result import ResultReading, loads, read_result
+
 from processor.classify.events import Dialect, Side
-from processor.classify.outcome import Signals
 from processor.classify.reading import Kind, Reading, build_reading, span_signals
-from processor.classify.result import ResultReading, read_result
-from processor.classify.spanview import (
-    AttributeValue,
-    SpanView,
-    event_attribute,
-    loads,
-)
+from processor.classify.spanview import AttributeValue, SpanView, event_attribute
 
 EXECUTE_TOOL = "execute_tool"  # gen_ai.operation.name, and the span name's first word
 EXECUTE_TOOL_PREFIX = EXECUTE_TOOL + " "

@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from processor.classify.cheap_dataclasses import builder
+from mcp_breaker_client.shared.cheap_dataclasses import builder
+from mcp_breaker_client.shared.outcome import Signals, build_signals
+from mcp_breaker_client.shared.result import ResultReading
+
 from processor.classify.events import Dialect, Side
-from processor.classify.outcome import Signals, build_signals
-from processor.classify.result import ResultReading
 from processor.classify.spanview import (
     STATUS_CODE_ERROR,
     STATUS_CODE_OK,

@@ -2,12 +2,11 @@
 
 Reading every attribute of a span costs about a microsecond per attribute in Python, so
 nothing here is called for the other spans of a request. Values are bounded: a string
-attribute is cut at MAX_STRING_CHARS, and JSON is only decoded up to MAX_JSON_CHARS.
+attribute is cut at MAX_STRING_CHARS, and JSON decoded only below ``result.MAX_JSON_CHARS``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,6 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 MAX_STRING_CHARS = 64 * 1024  # longer values (huge tool outputs) are cut, not decoded
-MAX_JSON_CHARS = 64 * 1024
 MAX_ARRAY_ITEMS = 1024
 # Attributes read of one span, event, resource or key-value list, in the order sent: the
 # work a sender can cause per span is bounded, marker or not. SDKs keep 128 by default
@@ -192,15 +190,3 @@ def _value(value: AnyValue, depth: int) -> AttributeValue:
     if which == "bytes_value":
         return bytes(value.bytes_value[:MAX_STRING_CHARS])
     return None
-
-
-def loads(value: AttributeValue) -> Any:
-    """Decode a JSON attribute; None when it is absent, too long, or not JSON."""
-    if isinstance(value, (dict, list)):
-        return value
-    if not isinstance(value, str) or len(value) >= MAX_JSON_CHARS:
-        return None
-    try:
-        return json.loads(value)
-    except (ValueError, RecursionError):
-        return None

@@ -7,10 +7,12 @@ component's module (``docs/configuration.md`` is checked against them by a test)
 collects them all so a person fixes a file in one pass. Nothing is clamped silently.
 """
 
+from mcp_breaker_client.shared.turns import TurnKey
+
 from processor.config.advisories import AdvisoriesConfig, AdvisoryTlsConfig
 from processor.config.analyze import AnalyzeConfig
 from processor.config.auth import AuthConfig
-from processor.config.breaker import BreakerConfig, Rule, TurnKey
+from processor.config.breaker import BreakerConfig, Rule
 from processor.config.classify import ClassifyConfig
 from processor.config.endpoints import grpc_target, split_endpoint
 from processor.config.forward import (

@@ -5,12 +5,16 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from mcp_breaker_client.shared.turns import (
+    DEFAULT_MAX_BLOCKS_PER_TURN,
+    DEFAULT_TURN_IDLE_S,
+    TurnKey,
+)
+
 from processor.config.checks import not_positive
 
 DEFAULT_TURN_KEY = "cause"  # transport/timeout block the tool; other failures the call
-DEFAULT_TURN_IDLE_S = 3600.0  # a turn's state is dropped after this long without a call
 DEFAULT_MAX_TURNS = 50_000
-DEFAULT_MAX_BLOCKS_PER_TURN = 256
 DEFAULT_CLOCK_SKEW_S = 5.0  # spans from different hosts may disagree by this much
 # Agent tool calls come minutes apart, not milliseconds: an hour of history per key.
 DEFAULT_WINDOW_S = 3600.0
@@ -31,12 +35,6 @@ DEFAULT_BLAST_RADIUS_MIN_TOOLS = 2
 # time): one BatchSpanProcessor delay (5 s) on each side of a client/server pair, and more.
 DEFAULT_REORDER_WINDOW_S = 10.0
 DEFAULT_REORDER_MAX_CALLS = 10_000  # calls held for revision, across all turns
-
-
-class TurnKey(enum.StrEnum):
-    CAUSE = "cause"
-    CALL = "call"
-    TOOL = "tool"
 
 
 class Rule(enum.StrEnum):

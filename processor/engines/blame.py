@@ -25,7 +25,9 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from processor.classify.events import FailureClass, FailureOrigin, Outcome, ToolCall
+from mcp_breaker_client.shared.verdict import FailureClass, FailureOrigin, Outcome
+
+from processor.classify.events import ToolCall
 
 
 class CallEvidence(enum.StrEnum):

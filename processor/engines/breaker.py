@@ -21,10 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from processor.classify.cheap_dataclasses import builder, slot_init
-from processor.classify.events import FailureClass, Outcome, ToolCall
+from mcp_breaker_client.shared import messages
+from mcp_breaker_client.shared.cheap_dataclasses import builder, slot_init
+from mcp_breaker_client.shared.turns import turn_block_message
+from mcp_breaker_client.shared.verdict import FailureClass, Outcome
+
+from processor.classify.events import ToolCall
 from processor.config import BreakerConfig, Rule
-from processor.engines import messages
 from processor.engines.blame import Count, blame
 from processor.engines.bounded import LruMap
 from processor.engines.circuit import (
@@ -496,12 +499,3 @@ def turn_message(call: ToolCall, block: Block) -> str:
         tool_wide=block.scope is TurnScope.TOOL,
         excerpt=block.excerpt,
     )
-
-
-def turn_block_message(tool: str, server: str, *, tool_wide: bool, excerpt: str) -> str:
-    """What the model is told of a turn block; the client library's local notes say the
-    same (``processor/client/mcp_adapter.py``)."""
-    subject = messages.tool_subject(tool, server)
-    if tool_wide:
-        return messages.turn_tool_blocked(subject, why=excerpt)
-    return messages.turn_call_blocked(subject, why=excerpt)

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from processor.classify.cheap_dataclasses import slot_init
+from mcp_breaker_client.shared.cheap_dataclasses import slot_init
+
 from processor.config import BreakerConfig
 from processor.errors import IllegalTransition
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from processor.classify.cheap_dataclasses import slot_init
+from mcp_breaker_client.shared.cheap_dataclasses import slot_init
+
 from processor.classify.events import ToolListing
 from processor.config import RosterConfig
 from processor.engines.bounded import IdleMap

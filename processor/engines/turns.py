@@ -24,11 +24,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from processor.classify.events import FailureClass, Outcome, ToolCall
+from mcp_breaker_client.shared.turns import TOOL_WIDE
+from mcp_breaker_client.shared.verdict import FailureClass, Outcome
+
+from processor.classify.events import ToolCall
 from processor.config import BreakerConfig, TurnKey
 from processor.engines.bounded import IdleMap
 
-TOOL_WIDE = frozenset({FailureClass.TRANSPORT, FailureClass.TIMEOUT})
 NS_PER_S = 1_000_000_000
 # Read off the enum once, for the tests every call makes: on Python 3.11 an enum member
 # read off its class costs some 60 ns, a module name 10.

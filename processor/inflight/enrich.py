@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping, Set
 from typing import Any
 
+from mcp_breaker_client.shared.verdict import Verdict
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.annotations import AnnotationMemory
 from processor.classify.classifier import SpanFate
-from processor.classify.events import Verdict
 from processor.engines.breaker import CallDecision
 from processor.engines.roster import RosterFinding
 

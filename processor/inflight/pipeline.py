@@ -24,9 +24,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from mcp_breaker_client.shared.verdict import FailureClass
+
 from processor.classify.annotations import AnnotationMemory
 from processor.classify.classifier import Classifier
-from processor.classify.events import Event, FailureClass, ToolListing
+from processor.classify.events import Event, ToolListing
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.roster import RosterFinding, RosterHealth
 from processor.engines.turns import NS_PER_S

@@ -6,7 +6,7 @@ circuits open on failures an enforcing breaker never lets happen (a turn's repea
 circuit in that very turn) and the counterfactual is not what enforcing does. Here, before
 the engine hears of a call, it is judged as the harness's check would judge it at the
 moment the call was made; a call the check refuses goes into the engine as what an
-enforced refusal is on the wire (``processor/client/mcp_adapter.py``): neutral, refused on
+enforced refusal is on the wire (the client's ``mcp_adapter.py``): neutral, refused on
 an advisory. It moves the clocks (an open period runs out as it would) and is evidence for
 nothing. Its decision is the engine's dead-call decision, made from the recorded call.
 
@@ -27,7 +27,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from processor.classify.events import NeutralReason, Outcome, ToolCall, Verdict
+from mcp_breaker_client.shared.verdict import NeutralReason, Outcome, Verdict
+
+from processor.classify.events import ToolCall
 from processor.config import BreakerConfig
 from processor.engines.breaker import Breaker, CallDecision, _governing
 from processor.engines.circuit import BLOCKING, Circuit, Jitter, State, Transition

@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from processor.classify.events import FailureClass, Outcome, ToolCall
+from mcp_breaker_client.shared.verdict import FailureClass, Outcome
+
+from processor.classify.events import ToolCall
 from processor.engines.breaker import CallDecision
 from processor.engines.circuit import BLOCKING, State, Transition
 from processor.engines.roster import RosterFinding

@@ -27,7 +27,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from processor.classify.events import Outcome, ToolCall
+from mcp_breaker_client.shared.verdict import Outcome
+
+from processor.classify.events import ToolCall
 from processor.config import Rule
 from processor.engines.breaker import CallDecision
 from processor.engines.roster import Collapse, RosterFinding

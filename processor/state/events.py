@@ -28,17 +28,16 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
-from processor.classify.dialects import MAX_LAYERS
-from processor.classify.events import (
-    Dialect,
+from mcp_breaker_client.shared.verdict import (
     FailureClass,
     FailureOrigin,
     NeutralReason,
     Outcome,
-    ToolCall,
-    ToolListing,
     Verdict,
 )
+
+from processor.classify.dialects import MAX_LAYERS
+from processor.classify.events import Dialect, ToolCall, ToolListing
 from processor.classify.listing import (
     COUNT_FIELDS,
     MAX_NAMESPACE_CHARS,

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
+from mcp_breaker_client.shared.cheap_dataclasses import builder
 
-from processor.classify.cheap_dataclasses import builder
 from processor.config import RedisConfig
 from processor.errors import StartupError
 

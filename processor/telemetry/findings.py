@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from mcp_breaker_client.shared.verdict import FailureClass, NeutralReason, Outcome
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Exemplar as PromExemplar
 
 from processor.classify.classifier import PairingStats
-from processor.classify.events import FailureClass, NeutralReason, Outcome, ToolCall
+from processor.classify.events import ToolCall
 from processor.config import Rule, TelemetryConfig
 from processor.engines.bounded import LruMap
 from processor.engines.breaker import Breaker, CallDecision

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp.http_exceptions import HttpProcessingError
+from mcp_breaker_client.shared.redact import redact
 
-from processor.classify.redact import redact
 from processor.config import LogLevel
 from processor.telemetry.printable import escape_controls
 

@@ -12,8 +12,9 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from mcp_breaker_client.shared.verdict import FailureClass, Outcome
 
-from processor.classify.events import Dialect, Event, FailureClass, Outcome, ToolCall, ToolListing
+from processor.classify.events import Dialect, Event, ToolCall, ToolListing
 from tests.live import harness
 from tests.live.capture_common import CALLS
 from tests.support import ServiceThread, make_config, wait_until

@@ -340,7 +340,7 @@ async function main(): Promise<number> {
   );
   console.log(`  ${"".padEnd(52)}     p50      p99      max`);
   for (const [name, values] of [
-    ["Python client (processor/client)", py],
+    ["Python client (clients/python)", py],
     ["TypeScript client (@mcp-breaker/client)", ts],
   ] as const) {
     console.log(

@@ -29,8 +29,8 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 
-from processor.client import AdvisoryClient, ClientConfig  # noqa: E402
-from processor.client.tracing import PromptToolSpanProcessor  # noqa: E402
+from mcp_breaker_client import AdvisoryClient, ClientConfig  # noqa: E402
+from mcp_breaker_client.tracing import PromptToolSpanProcessor  # noqa: E402
 
 HARNESS = "ts-bench-python-harness"
 

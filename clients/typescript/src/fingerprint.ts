@@ -1,6 +1,6 @@
 /**
  * The fingerprint of a call, byte for byte as mcp-breaker computes it
- * (`processor/classify/fingerprint.py`): SHA-256 over server, NUL, tool, NUL, the canonical
+ * (`clients/python/mcp_breaker_client/shared/fingerprint.py`): SHA-256 over server, NUL, tool, NUL, the canonical
  * JSON of the arguments, NUL; lowercase hex, first 32 characters.
  *
  * What is hashed is the JSON the call sends: a JavaScript value is first what

@@ -1,6 +1,6 @@
 /**
  * The sentences this client writes for a model on its own, word for word as the service
- * writes them (`processor/engines/messages.py`; the tests ask the Python code itself):
+ * writes them (`clients/python/mcp_breaker_client/shared/messages.py`; the tests ask the Python code itself):
  * which tool on which MCP server, one sentence that says what to do, the recorded error
  * (already redacted) last in parentheses, one period.
  */

@@ -1,6 +1,6 @@
 /**
  * How mcp-breaker will read the outcome of an `mcp.tool.call` span this library wrote: a
- * port of the part of the service's `processor/classify/outcome.py` (`judge`) that the
+ * port of the part of the service's `clients/python/mcp_breaker_client/shared/outcome.py` (`judge`) that the
  * spans of `recordToolCall` reach. The wrapper needs it to refuse a repeat of its own
  * failure before the service's advisory arrives, keyed as the service will key the block:
  * a `transport` or `timeout` failure closes the tool for the turn, any other only the

@@ -1,6 +1,6 @@
 /**
  * Error texts scrubbed before they leave the harness: the same rules, and the same result
- * for the same text, as mcp-breaker's `processor/classify/redact.py` (shared test vectors
+ * for the same text, as mcp-breaker's `clients/python/mcp_breaker_client/shared/redact.py` (shared test vectors
  * keep the two in step).
  *
  * A tool's error goes onto the harness's `mcp.tool.call` span, and spans travel on to

@@ -1,6 +1,6 @@
 /**
  * The words that name a credential, in the languages error texts are written in: the same
- * lists as mcp-breaker's `processor/classify/secret_words.py`, for `redact.ts`. English,
+ * lists as mcp-breaker's `clients/python/mcp_breaker_client/shared/secret_words.py`, for `redact.ts`. English,
  * French, German, Spanish, Portuguese, Italian, Dutch, Russian, Chinese, Japanese and
  * Korean, and a few more words for password where they are common in software (Polish,
  * Turkish, Swedish, Norwegian, Danish, Finnish, Czech, Hungarian). A word here decides

@@ -12,7 +12,7 @@
  * working tool cannot be called.
  *
  * The stream, as `docs/advisories.md` asks of a subscriber (and as the Python client in
- * `processor/client/subscriber.py` does):
+ * `clients/python/mcp_breaker_client/subscriber.py` does):
  *
  * - **Resume**: after a broken stream it subscribes again with the last epoch and seq it
  *   received; the service sends exactly the changes missed, or a snapshot with `resync`

@@ -4,8 +4,8 @@
     python generate.py --check    # exit 1 when the committed files differ from what it makes
     python generate.py --oracle   # answer JSON lines on stdin (for the randomized tests)
 
-Run with the repository's venv (``.venv/bin/python``): it imports ``processor`` from the
-checkout two levels up. The TypeScript tests run ``--check`` and ``--oracle`` themselves,
+Run with the repository's venv (``.venv/bin/python``): it imports the Python client's
+``shared`` modules, and the redaction corpora of its tests (``clients/python/tests``). The TypeScript tests run ``--check`` and ``--oracle`` themselves,
 so the vectors cannot fall out of step with the Python code they come from.
 
 A fingerprint vector gives the arguments as JSON text, written as ``JSON.stringify``
@@ -29,17 +29,12 @@ REPO = HERE.parents[3]
 REDACTION_CORPUS = REPO / "tests" / "fixtures" / "redaction"
 sys.path.insert(0, str(REPO))
 
-from processor.classify import secret_words  # noqa: E402
-from processor.classify.fingerprint import (  # noqa: E402
-    arguments_digest,
-    canonical_json,
-    fingerprint,
-    fingerprints,
-)
-from processor.classify.outcome import Signals, judge  # noqa: E402
-from processor.classify.redact import DEFAULT_MAX_CHARS, redact  # noqa: E402
-from processor.classify.result import read_result  # noqa: E402
-from processor.engines import messages  # noqa: E402
+from mcp_breaker_client.shared import secret_words  # noqa: E402
+from mcp_breaker_client.shared.fingerprint import arguments_digest, canonical_json, fingerprint, fingerprints  # noqa: E402
+from mcp_breaker_client.shared.outcome import Signals, judge  # noqa: E402
+from mcp_breaker_client.shared.redact import DEFAULT_MAX_CHARS, redact  # noqa: E402
+from mcp_breaker_client.shared.result import read_result  # noqa: E402
+from mcp_breaker_client.shared import messages  # noqa: E402
 
 SERVERS = ["playwright", "", "sérveur", "a\u0000b"]
 ARGUMENT_TEXTS = [
@@ -143,7 +138,7 @@ MORE_REDACTION_INPUTS = [
     ("key=Bearer abc pw=bearer pass=Token/x", 300),
     ("password=Tr0ub4dor&3, user=bob; token=a,b,c, next " * 3, 40),
 ]
-# The pairs of tests/test_redact_prose.py's property test: each key with each separator,
+# The pairs of clients/python/tests/test_shared_redact_prose.py's property test: each key with each separator,
 # and a value with "&", ";" or "," before what must stay.
 PAIR_SEPARATORS = ["=", " = ", "＝", "%3D"]
 PAIR_VALUES = ["Tr0ub4dor&3", "abc;def123", "a,b,c;d&e", "x!#*+-"]
@@ -198,8 +193,9 @@ def secret_word_inputs() -> list[tuple[str, int]]:
 def redaction_inputs() -> list[tuple[str, int]]:
     """The Python suite's own cases and its redaction corpora, then more that a port to
     another language may miss."""
-    from tests.test_redact import EXACT, GONE_AND_KEPT
-    from tests.test_redact_prose import PAIR_KEYS, SECRETS, SURVIVORS
+    sys.path.insert(0, str(REPO / "clients" / "python" / "tests"))
+    from test_shared_redact import EXACT, GONE_AND_KEPT
+    from test_shared_redact_prose import PAIR_KEYS, SECRETS, SURVIVORS
 
     cases = [(case[1], 300) for case in EXACT] + [(case[1], 300) for case in GONE_AND_KEPT]
     cases += [(case[1], 300) for case in SECRETS] + [(text, 300) for text in SURVIVORS]

@@ -5,7 +5,7 @@ never match the advisories raised from its own spans:
 
 - the **server**: the one given, else the ``server__tool`` prefix of the tool's name (the
   convention the classifier applies when a span names no server);
-- the **fingerprint** of server, tool and arguments (``processor.classify.fingerprint``);
+- the **fingerprint** of server, tool and arguments (``mcp_breaker_client.shared.fingerprint``);
 - the **arguments as recorded** on the ``mcp.tool.call`` span: always as
   ``mcp.tool.args_hash``, the digest of their canonical JSON, never the arguments
   themselves (spans go on to tracing backends). The service fingerprints
@@ -21,9 +21,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from processor.classify.classifier import server_prefix
-from processor.classify.dialects import ARGS_HASH_ATTRIBUTE
-from processor.classify.fingerprint import arguments_digest, fingerprint, fingerprints
+from mcp_breaker_client.shared.conventions import ARGS_HASH_ATTRIBUTE, server_prefix
+from mcp_breaker_client.shared.fingerprint import arguments_digest, fingerprint, fingerprints
 
 
 def resolve_server(server: str | None, tool: str) -> str:

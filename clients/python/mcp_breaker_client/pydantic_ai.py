@@ -13,7 +13,7 @@ it, and leaves the rest (tool list, instructions, connection) to the toolset. Th
 harness may already be using; a wrapper composes with it. Wrap the ``MCPToolset`` itself,
 not a prefixed or renamed one, so the names seen are the server's.
 
-**The decisions are ``BreakerSession``'s** (``processor/client/mcp_adapter.py``): the
+**The decisions are ``BreakerSession``'s** (``mcp_adapter.py``): the
 wrapper's session makes its calls through the wrapped toolset, so the refusals, the
 half-open probe, the session's own notes of the failures it just recorded and the
 ``mcp.tool.call`` span are all the session's. The toolset answers a value for the model
@@ -53,8 +53,8 @@ from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
-from processor.client.mcp_adapter import AdvisorySource, BreakerSession, result_text
-from processor.config import TurnKey
+from mcp_breaker_client.mcp_adapter import AdvisorySource, BreakerSession, result_text
+from mcp_breaker_client.shared.turns import TurnKey
 
 
 class _Call:

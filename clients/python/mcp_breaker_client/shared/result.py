@@ -16,19 +16,19 @@ phrases and excerpts), and a *typed failure* found inside — in ``structuredCon
 the body itself, or as JSON inside a text item — which under ``isError: false`` is a
 hidden failure; and the server the envelope's ``_meta`` names, if it names one. The work
 is bounded whatever the input: at most ``MAX_CONTENT_ITEMS`` content items are looked
-at, JSON text is decoded only below ``MAX_JSON_CHARS`` (by ``spanview.loads``), and one
+at, JSON text is decoded only below ``MAX_JSON_CHARS`` (by ``loads``), and one
 wrapper and one envelope deep at most.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from processor.classify.spanview import loads
-
+MAX_JSON_CHARS = 64 * 1024  # JSON text longer than this is not decoded
 MAX_CONTENT_ITEMS = 16  # content items read for text and typed failures; the rest are not
 # A typed failure inside a success envelope: {"_tag": "OrchestratorMcpFailure", ...}.
 FAILURE_TAG = re.compile(r"(failure|error)$", re.I)
@@ -152,3 +152,15 @@ def _with_flag(reading: ResultReading, is_error: bool | None) -> ResultReading:
     if is_error is None:
         return reading
     return ResultReading(is_error, reading.text, reading.typed_failure, reading.server)
+
+
+def loads(value: object) -> Any:
+    """Decode a JSON attribute; None when it is absent, too long, or not JSON."""
+    if isinstance(value, (dict, list)):
+        return value
+    if not isinstance(value, str) or len(value) >= MAX_JSON_CHARS:
+        return None
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return None

@@ -1,6 +1,6 @@
 """The words that name a credential, in the languages error texts are written in.
 
-Data for :mod:`processor.classify.redact` (and its TypeScript port, ``clients/typescript/
+Data for :mod:`mcp_breaker_client.shared.redact` (and its TypeScript port, ``clients/typescript/
 src/redact.ts``, which spells the same lists): English, French, German, Spanish,
 Portuguese, Italian, Dutch, Russian, Chinese, Japanese and Korean, and a few more words
 for password where they are common in software (Polish, Turkish, Swedish, Norwegian,

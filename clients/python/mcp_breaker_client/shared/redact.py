@@ -28,7 +28,7 @@ upstream's scheme, host and port: IPs and ports are not credentials) and removes
   value: X``), a key name in another language or with letters outside ASCII, compared
   without its accents (``pässword=``, ``contraseña:``, ``mot_de_passe=``, ``密码=``), and a
   verb of setting (``password was reset to X``, ``changed from X to Y``). The words of
-  eleven languages are in :mod:`processor.classify.secret_words`;
+  eleven languages are in :mod:`mcp_breaker_client.shared.secret_words`;
 - keys with the prefixes public secret-scanning rule sets key on (Stripe ``sk_live_``,
   SendGrid ``SG.``, npm, PyPI, Hugging Face, Vault, Grafana, ... see ``_SCANNER_KEY``), and a
   run of 20+ letters and digits that mixes upper case, lower case and digits and changes
@@ -92,7 +92,7 @@ import re
 import unicodedata
 from itertools import pairwise
 
-from processor.classify import secret_words
+from mcp_breaker_client.shared import secret_words
 
 DEFAULT_MAX_CHARS = 300  # characters: a line a model can read, not a log dump
 # Scrubbing mostly shortens text (indentation, URL paths, tracebacks), so four times the

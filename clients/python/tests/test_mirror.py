@@ -1,7 +1,7 @@
 """The harness's mirror of advisories: snapshots and changes in, a local check out.
 
 Advisories are built as the service sends them (``processor.advisories.v1``); the
-fingerprint of a turn-call advisory is the one ``processor.classify.fingerprint`` gives.
+fingerprint of a turn-call advisory is the one ``mcp_breaker_client.shared.fingerprint`` gives.
 """
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from processor.advisories.v1 import advisories_pb2 as pb
-from processor.classify.fingerprint import arguments_digest, fingerprint
-from processor.client.calls import call_fingerprint, resolve_server
-from processor.client.mirror import Decision, Mirror
+from mcp_breaker_client.calls import call_fingerprint, resolve_server
+from mcp_breaker_client.mirror import Decision, Mirror
+from mcp_breaker_client.shared.fingerprint import arguments_digest, fingerprint
+from mcp_breaker_client.v1 import advisories_pb2 as pb
 
 NOW_S = 1_787_011_200.0  # a fixed wall-clock time; the mirror is given its clock
 NS = 1_000_000_000

@@ -28,7 +28,7 @@ refused call's span goes to mcp-breaker like any other, and it must count neithe
 new failure of the tool (the tool was never reached; counting it would keep a circuit open
 on failures that never happened, and a refusal would feed the next refusal) nor as a
 success (it would close the circuit on no evidence). The classifier's neutral outcomes
-(``processor/classify/outcome.py``: ``declined``, ``dismissed``, ``cancelled``) do exactly
+(``shared/outcome.py``: ``declined``, ``dismissed``, ``cancelled``) do exactly
 that: the breaker records nothing for them, and the turn engine does not even touch the
 turn's blocks (``processor/engines/turns.py``). Of the three, ``cancelled`` — "the harness
 interrupted the call" — is what happened; ``declined`` would say a *user* refused
@@ -93,17 +93,20 @@ from mcp.types import CallToolResult, TextContent
 from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
-from processor.advisories.v1 import advisories_pb2 as pb
-from processor.classify.events import Outcome, Verdict
-from processor.classify.result import read_result
-from processor.client.calls import call_fingerprint, resolve_server
-from processor.client.mirror import NS_PER_S, CheckResult, Decision
-from processor.client.tracing import ToolCallRecord, record_tool_call
-from processor.config import TurnKey
-from processor.config.breaker import DEFAULT_MAX_BLOCKS_PER_TURN, DEFAULT_TURN_IDLE_S
-from processor.engines.breaker import turn_block_message
-from processor.engines.messages import refused_without_message, tool_subject
-from processor.engines.turns import TOOL_WIDE
+from mcp_breaker_client.calls import call_fingerprint, resolve_server
+from mcp_breaker_client.mirror import NS_PER_S, CheckResult, Decision
+from mcp_breaker_client.shared.messages import refused_without_message, tool_subject
+from mcp_breaker_client.shared.result import read_result
+from mcp_breaker_client.shared.turns import (
+    DEFAULT_MAX_BLOCKS_PER_TURN,
+    DEFAULT_TURN_IDLE_S,
+    TOOL_WIDE,
+    TurnKey,
+    turn_block_message,
+)
+from mcp_breaker_client.shared.verdict import Outcome, Verdict
+from mcp_breaker_client.tracing import ToolCallRecord, record_tool_call
+from mcp_breaker_client.v1 import advisories_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -145,13 +148,9 @@ class AdvisorySource(Protocol):
 class ToolSession(Protocol):
     """The part of ``mcp.ClientSession`` and ``mcp.Client`` that makes tool calls."""
 
+    # Whatever else each takes (positional or keyword) is passed through as given.
     async def call_tool(
-        self,
-        name: str,
-        arguments: dict[str, Any] | None = None,
-        read_timeout_seconds: float | None = None,
-        progress_callback: Any = None,
-        **kwargs: Any,
+        self, name: str, arguments: dict[str, Any] | None = None, *args: Any, **kwargs: Any
     ) -> Any: ...
 
 

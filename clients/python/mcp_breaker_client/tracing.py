@@ -60,13 +60,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
-from processor.advisories.v1 import advisories_pb2 as pb
-from processor.classify.dialects import REFUSED_ATTRIBUTE
-from processor.classify.events import Verdict
-from processor.classify.outcome import Signals, judge
-from processor.classify.redact import redact
-from processor.classify.result import read_result
-from processor.client.calls import recorded_arguments
+from mcp_breaker_client.calls import recorded_arguments
+from mcp_breaker_client.shared.conventions import REFUSED_ATTRIBUTE
+from mcp_breaker_client.shared.outcome import Signals, judge
+from mcp_breaker_client.shared.redact import redact
+from mcp_breaker_client.shared.result import read_result
+from mcp_breaker_client.shared.verdict import Verdict
+from mcp_breaker_client.v1 import advisories_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ class ToolCallRecord:
 
     def ok(self, typed_failure: Mapping[str, Any] | None = None) -> None:
         """The result came back with ``isError`` false. ``typed_failure``: the typed
-        failure body inside it (``processor.classify.result``), recorded so the service
+        failure body inside it (``mcp_breaker_client.shared.result``), recorded so the service
         reads the call as a hidden failure; only its identifying fields go on the span
         (``_tag``, ``code``, ``ok``, ``type``, ``name``, a redacted ``message``), never the
         rest of the result."""

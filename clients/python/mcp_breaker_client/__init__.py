@@ -9,15 +9,19 @@ mcp_adapter.py  BreakerSession: the mcp SDK 2.x ClientSession, refusing what is 
 pydantic_ai.py  BreakerToolset: Pydantic AI's MCPToolset, through a BreakerSession
 openai_agents.py BreakerMCPServer: the OpenAI Agents SDK's MCP server, likewise
 
-calls, mirror, channel and subscriber need only the service's own dependencies; tracing
-needs ``opentelemetry-sdk`` and mcp_adapter the ``mcp`` SDK too (the ``[mcp]`` extra), the
-framework adapters their framework (``[pydantic-ai]``, ``[openai-agents]``), so they are
-imported from their modules, not from here.
+shared/         what the harness and the service compute alike (the service imports it)
+v1/             the advisory API's stubs, generated from proto/
+
+calls, mirror, channel and subscriber need only ``grpcio`` and ``protobuf`` (this
+distribution's own dependencies); tracing needs ``opentelemetry-sdk`` (the ``[tracing]``
+extra) and mcp_adapter the ``mcp`` SDK too (``[mcp]``), the framework adapters their
+framework (``[pydantic-ai]``, ``[openai-agents]``), so they are imported from their
+modules, not from here.
 """
 
-from processor.client.channel import TlsConfig
-from processor.client.mirror import CheckResult, Decision, Mirror
-from processor.client.subscriber import AdvisoryClient, ClientConfig, ReconnectPolicy
+from mcp_breaker_client.channel import TlsConfig
+from mcp_breaker_client.mirror import CheckResult, Decision, Mirror
+from mcp_breaker_client.subscriber import AdvisoryClient, ClientConfig, ReconnectPolicy
 
 __all__ = [
     "AdvisoryClient",

@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from processor.classify.cheap_dataclasses import builder
-from processor.classify.events import (
+from mcp_breaker_client.shared.cheap_dataclasses import builder
+from mcp_breaker_client.shared.redact import redact
+from mcp_breaker_client.shared.verdict import (
     UNKNOWN_VERDICT,
     FailureClass,
     FailureOrigin,
@@ -24,7 +25,6 @@ from processor.classify.events import (
     Outcome,
     Verdict,
 )
-from processor.classify.redact import redact
 
 # JSON-RPC error codes (the MCP SDKs use -32001 for a request timeout).
 JSONRPC_CLASSES: Mapping[int, FailureClass] = {

@@ -10,7 +10,7 @@ hand the wrapper to the agent instead::
 The SDK makes every tool call of the model through its server's ``call_tool(tool_name,
 arguments, meta)`` and hands the ``CallToolResult``'s content to the model (an ``isError``
 one included). The wrapper changes that one method, through ``BreakerSession``
-(``processor/client/mcp_adapter.py``), whose session here is the wrapped server: the
+(``mcp_adapter.py``), whose session here is the wrapped server: the
 refusals, the half-open probe, the session's own notes of the failures it just recorded
 and the ``mcp.tool.call`` span are all the session's. A refused call is not made; it
 returns ``CallToolResult(is_error=True)`` with the advisory's message, which the model
@@ -45,8 +45,8 @@ from mcp.types import (
 from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
-from processor.client.mcp_adapter import AdvisorySource, BreakerSession
-from processor.config import TurnKey
+from mcp_breaker_client.mcp_adapter import AdvisorySource, BreakerSession
+from mcp_breaker_client.shared.turns import TurnKey
 
 ApprovalPolicy = bool | Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]
 

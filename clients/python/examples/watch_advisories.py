@@ -10,8 +10,8 @@ before a call would answer; with --follow, then every change until Ctrl-C.
 import sys
 import time
 
-from processor.advisories.v1 import advisories_pb2 as pb
-from processor.client import AdvisoryClient
+from mcp_breaker_client import AdvisoryClient
+from mcp_breaker_client.v1 import advisories_pb2 as pb
 
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 target = args[0] if args else "localhost:4320"

@@ -1,4 +1,4 @@
-"""Tests for processor.classify.redact on secrets written in prose, and on every other shape.
+"""Tests for mcp_breaker_client.shared.redact on secrets written in prose, and on every other shape.
 
 A corpus of secret shapes (each secret must be gone), a table of ordinary error phrases (each
 must come back as written), and a property that the prose rule keeps ``redact`` idempotent.
@@ -11,8 +11,7 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from processor.classify.redact import PATH_MARKER, REDACTED, redact
+from mcp_breaker_client.shared.redact import PATH_MARKER, REDACTED, redact
 
 # (id, input, the secret that must not appear in the output)
 SECRETS = [

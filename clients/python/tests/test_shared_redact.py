@@ -1,4 +1,4 @@
-"""Tests for processor.classify.redact: what goes, what stays, and that nothing breaks it."""
+"""Tests for mcp_breaker_client.shared.redact: what goes, what stays, and that nothing breaks it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import string
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from processor.classify.redact import DEFAULT_MAX_CHARS, ELLIPSIS, redact
+from mcp_breaker_client.shared.redact import DEFAULT_MAX_CHARS, ELLIPSIS, redact
 
 SIRENS_ECHO = (
     "mcp-beaver: upstream MCP session is closed (reconnect also failed: reconnect upstream MCP "

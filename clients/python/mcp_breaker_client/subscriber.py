@@ -45,16 +45,11 @@ from typing import Any
 
 import grpc
 
-from processor.advisories.v1 import advisories_pb2 as pb
-from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
-from processor.client.calls import call_fingerprint, resolve_server
-from processor.client.channel import TlsConfig, bearer_metadata, open_channel
-from processor.client.mirror import (
-    DEFAULT_MAX_ADVISORIES,
-    CheckResult,
-    Decision,
-    Mirror,
-)
+from mcp_breaker_client.calls import call_fingerprint, resolve_server
+from mcp_breaker_client.channel import TlsConfig, bearer_metadata, open_channel
+from mcp_breaker_client.mirror import DEFAULT_MAX_ADVISORIES, CheckResult, Decision, Mirror
+from mcp_breaker_client.v1 import advisories_pb2 as pb
+from mcp_breaker_client.v1 import advisories_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 

@@ -45,8 +45,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from processor.advisories.v1 import advisories_pb2 as pb
-from processor.client.calls import call_fingerprints, resolve_server
+from mcp_breaker_client.calls import call_fingerprints, resolve_server
+from mcp_breaker_client.v1 import advisories_pb2 as pb
 
 NS_PER_S = 1_000_000_000
 DEFAULT_MAX_ADVISORIES = 100_000  # ten times the service's default bound

@@ -1,0 +1,1 @@
+"""Stubs generated from proto/mcp_breaker/v1 by scripts/gen-proto."""
