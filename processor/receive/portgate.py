@@ -66,6 +66,17 @@ def grpc_peer(address: Any) -> str:
     return f"unix:{address}" if address else ""
 
 
+def _no_delay(transport: asyncio.Transport) -> None:
+    """Small writes go at once. asyncio sets TCP_NODELAY only on sockets whose protocol
+    number is TCP's, and ``socket.create_server``'s listener (so each accepted socket) has
+    0: with Nagle on, the server's SETTINGS and its answer waited on the client's delayed
+    ACK, and a new connection's first export took some 40 ms longer through the gate."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class PortGate:
     """Holds the connections of one public port and relays them to ``target_port``."""
 
@@ -144,6 +155,7 @@ class _Relay(asyncio.Protocol):
             transport.close()  # every held connection busy: nothing was read or written
             return
         self.peer = grpc_peer(transport.get_extra_info("peername"))
+        _no_delay(transport)
         transport.set_write_buffer_limits(high=HIGH_WATER_BYTES)
         transport.pause_reading()
         self._opening = asyncio.get_running_loop().create_task(self._open_upstream())
