@@ -56,7 +56,7 @@ from advisories_service import METRIC_CHANGES, start_service
 from advisories_spans import Numbering, Sender
 from advisories_stall import report_stall, run_stall
 from advisories_summary import check, summary
-from hop import check_alive, stop_on_sigterm
+from hop_processes import check_alive, stop_on_sigterm
 
 
 def run_all(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:

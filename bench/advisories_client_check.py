@@ -43,7 +43,7 @@ from advisories_spans import (
     export_request,
     failed_span,
 )
-from hop import check_alive
+from hop_processes import check_alive
 from mcp_breaker_client import AdvisoryClient, ClientConfig, Decision, Mirror
 
 from processor.advisories.v1 import advisories_pb2 as pb

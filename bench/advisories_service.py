@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Sibling modules: bench/ is on sys.path when these files are run as scripts.
-from hop import Child, check_alive, cpu_seconds, start, stop, wait_http_ready
+from hop_processes import Child, check_alive, cpu_seconds, start, stop, wait_http_ready
 from ports import free_port
 
 LOOPBACK = "127.0.0.1"

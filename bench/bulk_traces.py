@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from payload import build_requests
+from payload_legacy import build_requests
 
 TRACE_MARK = "@" * 8  # the first 8 hex digits of every trace id: the line number
 SPAN_MARK = "~" * 6  # the first 6 hex digits of every span id

@@ -31,7 +31,8 @@ import time
 from collections.abc import Callable
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from payload import SPANS_PER_REQUEST, Fresh, build_templates
+from payload import Fresh, build_templates
+from payload_spans import SPANS_PER_REQUEST
 
 from processor.classify.classifier import Classifier
 from processor.classify.dialects import may_be_mcp

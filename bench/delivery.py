@@ -35,14 +35,13 @@ from pathlib import Path
 from typing import Any
 
 # Sibling modules: bench/ is on sys.path when these files are run as scripts.
-from hop import (
+from hop import EXPECTED_SERVE_LOG
+from hop_processes import (
     BENCH,
-    EXPECTED_SERVE_LOG,
     LOOPBACK,
     Child,
     check_alive,
     cpu_seconds,
-    free_port,
     received_bytes,
     run_loadgen,
     scrape,
@@ -52,7 +51,9 @@ from hop import (
     wait_grpc_ready,
     wait_http_ready,
 )
-from payload import SPANS_PER_REQUEST, build_requests
+from payload_legacy import build_requests
+from payload_spans import SPANS_PER_REQUEST
+from ports import free_port
 
 VARIANTS = ("memory", "disk", "fsync", "strict")
 BASELINE = "memory"

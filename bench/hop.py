@@ -26,6 +26,9 @@ against what was sent), none left pending, and in a sample of what arrives, ever
 span annotated with its decision and every listing with its roster state; through the
 naive hop, every MCP span marked.
 
+The child processes and what measures them are in hop_processes.py; the report and the
+run's checks of its own work in hop_report.py.
+
     .venv/bin/python bench/hop.py            # 6 s runs, 3 repeats: about 6 minutes
     .venv/bin/python bench/hop.py --quick    # 2 s runs, 1 repeat: a smoke test
 """
@@ -35,19 +38,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import signal
 import socket
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections import defaultdict
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,45 +52,34 @@ from typing import Any
 import grpc
 
 # Sibling modules: bench/ is on sys.path when these files are run as scripts.
+from hop_processes import (
+    BENCH,
+    DRAIN_TIMEOUT_S,
+    LOOPBACK,
+    START_TIMEOUT_S,
+    Child,
+    check_alive,
+    cpu_seconds,
+    run_loadgen,
+    scrape,
+    start,
+    stop,
+    stop_on_sigterm,
+    wait_drained,
+    wait_grpc_ready,
+    wait_http_ready,
+)
+from hop_report import SAMPLED_HOPS, check_run, print_progress, print_table, self_checks, summarize
 from null_receiver import REPORT_METHOD
-from payload import SPANS_PER_REQUEST, VARIANTS
+from payload import VARIANTS
+from payload_spans import SPANS_PER_REQUEST
 from ports import free_port
-from prometheus_client.parser import text_string_to_metric_families
 
-BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
-LOOPBACK = "127.0.0.1"
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0  # SIGTERM, then SIGKILL
-DRAIN_TIMEOUT_S = 30.0
-LOADGEN_SLACK_S = 60.0  # start-up, payload building and the last calls, over its duration
-PAYLOAD_LABELS = {
-    "plain": "no MCP",
-    "mixed": "15% MCP",
-    "harness": "agent traffic",
-    "frameworks": "agent frameworks' runs",
-}
 HOPS = ("null-receiver", "null-forwarder", "naive-hop", "rotel", "serve", "serve-2w")
-HOP_LABELS = {
-    "null-receiver": "null receiver (no hop)",
-    "null-forwarder": "null forwarder",
-    "naive-hop": "naive hop",
-    "rotel": "rotel",
-    "serve": "mcp-breaker serve",
-    "serve-2w": "mcp-breaker serve --workers 2 (Redis)",
-}
-RATIO_BASE = "null-forwarder"  # throughput ratios: the fair floor for a forwarding hop
-LATENCY_BASE = "null-receiver"  # latency added: to the calls that went through no hop
 # serve's one start-up warning here: the receivers run without authentication, as in the
 # figures published so far (a credential check per request is not what is measured).
 EXPECTED_SERVE_LOG = ("receivers: no authentication (receivers.auth: none)",)
-SAMPLED_HOPS = (
-    "naive-hop",
-    "serve",
-    "serve-2w",
-)  # whose output is decoded, in a sample, and checked
 DEFAULT_SAMPLE = 24  # requests per run kept by the null receiver and checked
-GENERATOR_BOUND = 0.9  # of a core: the load generator, not the target, sets the pace
 # The serve counters read around each run (deltas), and the stores read after it.
 SERVE_COUNTERS = {
     "accepted_spans": "mcp_breaker_receiver_accepted_spans_total",
@@ -110,122 +95,6 @@ SERVE_COUNTERS = {
     "classification_errors": "mcp_breaker_classification_errors_total",
     "dead_calls": "mcp_breaker_dead_calls_total",
 }
-
-
-@dataclass
-class Child:
-    name: str
-    process: subprocess.Popen[bytes]
-    output: Path  # stdout and stderr, for the end-of-run report
-
-
-def start(name: str, argv: list[str], workdir: Path) -> Child:
-    output = workdir / f"{name}.log"
-    with output.open("wb") as sink:
-        process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO)
-    return Child(name, process, output)
-
-
-def stop(child: Child) -> None:
-    if child.process.poll() is None:
-        child.process.send_signal(signal.SIGTERM)
-        try:
-            child.process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            child.process.kill()
-            child.process.wait()
-
-
-def check_alive(child: Child) -> None:
-    if child.process.poll() is not None:
-        tail = child.output.read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"{child.name} exited with {child.process.returncode}:\n{tail}")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process and its live children (the workers of
-    ``serve --workers``), all their threads, from /proc/PID/stat."""
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    kids = [int(k) for k in children.read_text().split()] if children.exists() else []
-    return _cpu_of(pid) + sum(_cpu_of(kid) for kid in kids)
-
-
-def _cpu_of(pid: int) -> float:
-    # The command name (field 2) may hold spaces; the fields after it are space-separated.
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
-    return (utime + stime) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_grpc_ready(child: Child, port: int) -> None:
-    with grpc.insecure_channel(f"{LOOPBACK}:{port}") as channel:
-        try:
-            grpc.channel_ready_future(channel).result(timeout=START_TIMEOUT_S)
-        except grpc.FutureTimeoutError:
-            check_alive(child)
-            raise RuntimeError(f"{child.name} did not listen within {START_TIMEOUT_S}s") from None
-
-
-def wait_http_ready(child: Child, url: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        check_alive(child)
-        try:
-            with urllib.request.urlopen(url, timeout=1) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass  # not listening yet, or 503: not ready yet
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{child.name}: {url} not 200 within {START_TIMEOUT_S}s")
-        time.sleep(0.1)
-
-
-def scrape(port: int) -> dict[str, float]:
-    """The serve process's metrics, summed by name and by name{label=value}."""
-    url = f"http://{LOOPBACK}:{port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
-    values: dict[str, float] = defaultdict(float)
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            values[sample.name] += sample.value
-            for label, value in sample.labels.items():
-                values[f"{sample.name}{{{label}={value}}}"] += sample.value
-    return values
-
-
-def wait_drained(port: int) -> None:
-    """The hop answers before it forwards: let it deliver what it holds before reading CPU."""
-    deadline = time.monotonic() + DRAIN_TIMEOUT_S
-    while scrape(port)["mcp_breaker_exporter_queue_spans"] > 0:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the hop still holds spans after {DRAIN_TIMEOUT_S}s")
-        time.sleep(0.05)
-
-
-def run_loadgen(port: int, variant: str, args: argparse.Namespace) -> dict[str, Any]:
-    argv = [sys.executable, str(BENCH / "loadgen.py"), "--target", f"{LOOPBACK}:{port}"]
-    argv += ["--payload", variant, "--concurrency", str(args.concurrency)]
-    argv += ["--connections", str(getattr(args, "connections", 1))]
-    argv += ["--duration", str(args.duration), "--warmup", str(args.warmup)]
-    limit_s = args.duration + args.warmup + LOADGEN_SLACK_S
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=limit_s, check=False)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"loadgen did not finish within {limit_s:.0f}s") from None
-    if done.returncode != 0:
-        raise RuntimeError(f"loadgen exited with {done.returncode}:\n{done.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
-
-
-def received_bytes(null: Child) -> int | None:
-    """What the null receiver printed as it stopped (bytes, since it started); None if it
-    never got to say."""
-    lines = null.output.read_text(errors="replace").splitlines()
-    reports = [line for line in lines if line.startswith("{")]
-    return int(json.loads(reports[-1])["bytes"]) if reports else None
 
 
 @dataclass
@@ -420,221 +289,6 @@ def measure(bench: Bench, hop: Hop, variant: str, args: argparse.Namespace) -> d
     return run
 
 
-def summarize(runs: list[dict[str, Any]], hops: list[str]) -> dict[str, dict[str, Any]]:
-    """Per hop, medians over repeats; ratios and differences are taken within a repeat
-    (against the baseline's run of the same repeat), then the median."""
-    median = statistics.median
-    by_repeat: dict[tuple[int, str], dict[str, Any]] = {(r["repeat"], r["hop"]): r for r in runs}
-    summary: dict[str, dict[str, Any]] = {}
-    for hop in hops:
-        mine = [r for r in runs if r["hop"] == hop]
-        if not mine:
-            continue
-        row: dict[str, Any] = {
-            "spans_per_s": median(r["spans_per_s"] for r in mine),
-            "cpu_s_per_m_spans": median(r["hop_cpu_s_per_m_spans"] for r in mine),
-            "p50_ms": median(r["latency_ms"]["p50"] for r in mine),
-            "p99_ms": median(r["latency_ms"]["p99"] for r in mine),
-            "loadgen_core_share": median(r["loadgen_core_share"] for r in mine),
-            "loadgen_cpu_s_per_m_spans": median(r["loadgen_cpu_s_per_m_spans"] for r in mine),
-            "render_us_per_request": median(r["render_us_per_request"] for r in mine),
-            "runs": len(mine),
-        }
-
-        def paired(
-            base: str,
-            value: Callable[[dict[str, Any], dict[str, Any]], float],
-            mine: list[dict[str, Any]] = mine,
-        ) -> Any:
-            pairs = [
-                (by_repeat[(r["repeat"], base)], r)
-                for r in mine
-                if (r["repeat"], base) in by_repeat
-            ]
-            return median(value(b, r) for b, r in pairs) if pairs else None
-
-        row["throughput_vs_null_forwarder"] = paired(
-            RATIO_BASE, lambda b, r: r["spans_per_s"] / b["spans_per_s"]
-        )
-        for q in ("p50", "p99"):
-
-            def added(base: dict[str, Any], run: dict[str, Any], q: str = q) -> float:
-                return float(run["latency_ms"][q] - base["latency_ms"][q])
-
-            row[f"{q}_added_ms"] = paired(LATENCY_BASE, added)
-        summary[hop] = row
-    return summary
-
-
-def check_run(run: dict[str, Any]) -> list[str]:
-    """What would make a run's numbers meaningless, or say the hop did not do its work."""
-    what = f"run {run['number']} ({run['payload']} -> {run['hop']})"
-    problems = []
-    if run["errors"] or run["warmup_errors"]:
-        problems.append(f"{what}: {run['errors']} errors, {run['warmup_errors']} in warm-up")
-    got, hop, payload = run["received"], run["hop"], run["payload"]
-    if hop == "null-receiver":
-        if (got["requests"], got["bytes"]) != (run["taken_requests"], run["ok_bytes"]):
-            problems.append(
-                f"{what}: sent {run['taken_requests']} requests, {run['ok_bytes']} bytes; "
-                f"received {got['requests']}, {got['bytes']}"
-            )
-        return problems
-    if got.get("spans") != run["ok_spans"]:
-        problems.append(f"{what}: sent {run['ok_spans']} spans, received {got.get('spans')}")
-    # Forwarded as received: the null forwarder always, serve on its pass-through path.
-    if (hop == "null-forwarder" or (hop.startswith("serve") and payload == "plain")) and got[
-        "bytes"
-    ] != run["ok_bytes"]:
-        problems.append(f"{what}: sent {run['ok_bytes']} bytes, received {got['bytes']}")
-    sample = got.get("sample")
-    if hop in SAMPLED_HOPS:
-        if not sample or not sample.get("spans"):
-            problems.append(f"{what}: nothing sampled at the receiving end")
-            sample = {}
-        mcp_share = run["ok_mcp_spans"] / max(run["ok_spans"], 1)
-        sampled_mcp = sample.get("named_mcp", 0)
-        if abs(sampled_mcp - mcp_share * sample.get("spans", 0)) > 0.5:
-            problems.append(f"{what}: {sampled_mcp} MCP spans in the sample, not {mcp_share:.1%}")
-    if hop == "naive-hop" and sample.get("naive_marked") != sample.get("named_mcp"):
-        problems.append(
-            f"{what}: {sample.get('naive_marked')} of {sample.get('named_mcp')} sampled MCP "
-            "spans marked"
-        )
-    if hop.startswith("serve"):
-        problems += check_serve(what, run, sample or {})
-    return problems
-
-
-def check_serve(what: str, run: dict[str, Any], sample: dict[str, int]) -> list[str]:
-    serve, problems = run["serve"], []
-    taken = run["ok_spans"]
-    if not serve["accepted_spans"] == serve["sent_spans"] == taken:
-        problems.append(
-            f"{what}: loadgen got ok for {taken} spans, serve accepted "
-            f"{serve['accepted_spans']} and delivered {serve['sent_spans']}"
-        )
-    path = "passthrough_requests" if run["payload"] == "plain" else "parsed_requests"
-    if serve[path] != run["taken_requests"]:
-        problems.append(f"{what}: {serve[path]} of {run['taken_requests']} requests on {path}")
-    expect = {
-        "duplicate_spans": 0,
-        "stage_errors": 0,
-        "forwarded_pending": 0,  # every call decided in its own request
-        "classification_errors": 0,  # none unpaired, none decided early, none clamped
-        "pending_calls_after": 0,
-        "tool_calls": run["ok_calls"],
-        "tool_listings": run["ok_listings"],
-    }
-    for key, value in expect.items():
-        if serve[key] != value:
-            problems.append(f"{what}: serve's {key} {serve[key]}, expected {value}")
-    calls, listings = sample.get("call_spans", 0), sample.get("listing_spans", 0)
-    for found, of, text in (
-        ("call_outcome", calls, "call spans with mcp.breaker.outcome"),
-        ("call_decided", calls, "call spans with their decision (mcp.breaker.state)"),
-        ("listing_state", listings, "listing spans with mcp.roster.state"),
-    ):
-        if sample.get(found, 0) != of:
-            problems.append(f"{what}: {sample.get(found, 0)} of {of} sampled {text}")
-    for bad, text in (
-        ("call_pending", "call spans marked pending"),
-        ("other_annotated", "non-MCP spans annotated"),
-    ):
-        if sample.get(bad, 0):
-            problems.append(f"{what}: {sample[bad]} sampled {text}")
-    return problems
-
-
-def self_checks(runs: list[dict[str, Any]]) -> list[str]:
-    """The checks that held, in figures, for the report."""
-    lines = []
-    serve = [r for r in runs if r["hop"].startswith("serve")]
-    if serve:
-        s: defaultdict[str, int] = defaultdict(int)
-        for r in serve:
-            for key in ("duplicate_spans", "forwarded_pending", "classification_errors"):
-                s[key] += r["serve"][key]
-            s["tool_calls"] += r["serve"]["tool_calls"]
-            s["calls_sent"] += r["ok_calls"]
-            s["tool_listings"] += r["serve"]["tool_listings"]
-            s["listings_sent"] += r["ok_listings"]
-            s["dead_calls"] += r["serve"]["dead_calls"]
-            sample = r["received"].get("sample", {})
-            for key in ("spans", "call_spans", "call_decided", "listing_spans", "listing_state"):
-                s[f"sample_{key}"] += sample.get(key, 0)
-            s["sample_requests"] += sample.get("requests", 0)
-        lines += [
-            f"serve: duplicate spans {s['duplicate_spans']}, spans forwarded pending "
-            f"{s['forwarded_pending']}, classification errors {s['classification_errors']}",
-            f"serve: tool calls decided {s['tool_calls']:,} of {s['calls_sent']:,} sent, "
-            f"listings {s['tool_listings']:,} of {s['listings_sent']:,} "
-            f"(dead calls among them {s['dead_calls']:,})",
-            f"serve, at the receiving end ({s['sample_requests']} sampled requests, "
-            f"{s['sample_spans']:,} spans): call spans with their decision "
-            f"{s['sample_call_decided']:,} of {s['sample_call_spans']:,}, listing spans with "
-            f"their roster state {s['sample_listing_state']:,} of {s['sample_listing_spans']:,}",
-        ]
-    sent = sum(r["ok_spans"] for r in runs)
-    received = sum(
-        r["received"].get("spans", r["received"]["requests"] * SPANS_PER_REQUEST) for r in runs
-    )
-    lines.append(f"all runs: {received:,} spans received of {sent:,} sent")
-    render = sum(r["render_s"] for r in runs) / max(sum(r["cpu_s"] for r in runs), 1e-9)
-    lines.append(
-        f"loadgen: {statistics.median(r['render_us_per_request'] for r in runs):.0f} µs of CPU "
-        f"to make a request fresh ({render:.0%} of its CPU); at most "
-        f"{max(r['loadgen_core_share'] for r in runs):.0%} of a core in any run"
-    )
-    return lines
-
-
-def print_progress(run: dict[str, Any], total: int) -> None:
-    latency = run["latency_ms"]
-    print(
-        f"[{run['number']:>{len(str(total))}}/{total}] {run['payload']:<8} {run['hop']:<15}"
-        f"{run['spans_per_s']:>10,.0f} spans/s   p50 {latency['p50']:7.2f} ms   "
-        f"p99 {latency['p99']:7.2f} ms   hop CPU {run['hop_cpu_s_per_m_spans']:6.2f} s/M   "
-        f"loadgen {run['loadgen_core_share']:.0%} of a core   errors {run['errors'] or 0}",
-        flush=True,  # the table comes at the end; show the runs as they finish
-    )
-
-
-def _cell(value: Any, form: str) -> str:
-    return "-" if value is None else form.format(value)
-
-
-def print_table(summaries: dict[str, dict[str, dict[str, Any]]], args: argparse.Namespace) -> None:
-    print(
-        f"\nhop benchmark: {SPANS_PER_REQUEST} spans/request, fresh ids every request, "
-        f"{args.concurrency} in flight, {args.duration:g} s runs (+{args.warmup:g} s warm-up), "
-        f"{args.repeats} repeat(s); medians; ratios and differences within a repeat"
-    )
-    columns = (
-        ("spans/s", "spans_per_s", "{:,.0f}", 11),
-        ("vs null fwd", "throughput_vs_null_forwarder", "{:.2f}", 14),
-        ("CPU s/M spans", "cpu_s_per_m_spans", "{:.2f}", 16),
-        ("p50 added ms", "p50_added_ms", "{:+.2f}", 15),
-        ("p99 added ms", "p99_added_ms", "{:+.2f}", 15),
-        ("loadgen CPU", "loadgen_core_share", "{:.0%}", 14),
-    )
-    width = max(len(label) for label in HOP_LABELS.values()) + 4
-    for variant, summary in summaries.items():
-        header = f"{variant} ({PAYLOAD_LABELS[variant]})".ljust(width)
-        print("\n" + header + "".join(label.rjust(w) for label, _, _, w in columns))
-        for hop, row in summary.items():
-            cells = [_cell(row[key], form).rjust(w) for _, key, form, w in columns]
-            if row["loadgen_core_share"] >= GENERATOR_BOUND:
-                cells[-1] += " *"
-            print(f"  {HOP_LABELS[hop]}".ljust(width) + "".join(cells))
-    print(
-        "\nCPU s/M spans: the hop process's CPU time (the null receiver's own, on its row) per "
-        "million spans taken.\nloadgen CPU: the load generator's CPU time over its run, of one "
-        f"core; * at {GENERATOR_BOUND:.0%} or more: that row's\nthroughput is the load "
-        "generator's (its CPU per span is still the receiving process's own)."
-    )
-
-
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -705,12 +359,6 @@ def run_all(
             if h.name in ("serve", "serve-2w", "rotel")
         }
     return runs, logs, bench.skipped
-
-
-def stop_on_sigterm(signum: int, frame: object) -> None:
-    # Python's default SIGTERM ends the process at once, leaving the children running;
-    # as an exception it unwinds through the ExitStack that stops them.
-    raise SystemExit(128 + signum)
 
 
 def main() -> int:

@@ -32,7 +32,8 @@ from typing import Any
 import grpc
 
 # A sibling module: bench/ is on sys.path when these files are run as scripts.
-from payload import SPANS_PER_REQUEST, VARIANTS, Fresh, Template, build_templates
+from payload import VARIANTS, Fresh, Template, build_templates
+from payload_spans import SPANS_PER_REQUEST
 
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 CALL_TIMEOUT_S = 10.0

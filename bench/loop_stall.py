@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
-from hop import (
+from hop_processes import (
     check_alive,
     scrape,
     wait_drained,
@@ -53,7 +53,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from payload import Counts, Fresh, Template, build_templates, may_be_mcp
+from payload import Fresh, Template, build_templates
+from payload_roles import may_be_mcp
+from payload_spans import Counts
 from stall import served
 
 GRPC_MCP_SPANS = 10_000

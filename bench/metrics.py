@@ -29,8 +29,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest as text_latest
 from prometheus_client.openmetrics import exposition
 
-from processor.classify.classifier import PairingStats
 from processor.classify.events import Dialect, ToolListing
+from processor.classify.pairing import PairingStats
 from processor.config import BreakerConfig, Rule, TelemetryConfig
 from processor.config.telemetry import DEFAULT_MAX_SERIES_PER_METRIC
 from processor.engines.breaker import Breaker, CallDecision

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from null_forwarder import main  # sibling modules: bench/ is on sys.path as a script
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from payload import NAIVE_ATTRIBUTE, may_be_mcp
+from payload_roles import NAIVE_ATTRIBUTE, may_be_mcp
 
 
 def mark_mcp_spans(payload: bytes) -> bytes:

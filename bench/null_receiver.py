@@ -38,7 +38,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 # A sibling module: bench/ is on sys.path when these files are run as scripts.
-from payload import NAIVE_ATTRIBUTE, is_tool_kind, may_be_mcp, span_role
+from payload_roles import NAIVE_ATTRIBUTE, is_tool_kind, may_be_mcp, span_role
 
 SERVICE_NAME = "opentelemetry.proto.collector.trace.v1.TraceService"
 CONTROL_SERVICE = "bench.NullReceiver"

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from hop import (
+from hop_processes import (
     BENCH,
     LOOPBACK,
     Child,

@@ -7,7 +7,8 @@
 
 Shutdown order matters: stop taking spans first (health says NOT_SERVING, listeners close
 after their in-flight requests), then drain the forwarder within the grace period and say
-what could not be delivered, then close the telemetry port.
+what could not be delivered, then close the telemetry port. How each port is built:
+receive/listeners.py; what the service says as it starts and stops: telemetry/service_log.py.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ import asyncio
 import enum
 import gc
 import logging
-import os
 import resource
 import signal
-import socket
 import ssl
 from collections.abc import Callable, Sequence
 
@@ -29,21 +28,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
 from processor.advisories.admin import AdminServicer
-from processor.advisories.model import Advisory
-from processor.advisories.service import AdvisoriesServicer, AdvisoryService
+from processor.advisories.service import AdvisoryService
+from processor.advisories.servicer import AdvisoriesServicer
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.auth.tls import grpc_server_credentials, ssl_server_context
 from processor.auth.tokens import TokenMap
 from processor.classify.classifier import Classifier
-from processor.config import (
-    Backend,
-    GrpcReceiverConfig,
-    QueueStorage,
-    ReceiverAuth,
-    ServiceConfig,
-    SpanTenant,
-    split_endpoint,
-)
+from processor.config import Backend, QueueStorage, ReceiverAuth, ServiceConfig, SpanTenant
 from processor.engines.breaker import Breaker
 from processor.engines.roster import RosterHealth
 from processor.errors import StartupError
@@ -58,7 +49,18 @@ from processor.receive import http as http_receiver
 from processor.receive.connections import ConnectionLimit
 from processor.receive.gate import Gate
 from processor.receive.intake import Intake
-from processor.receive.portgate import INTERNAL_HOST, GatePeers, PortGate
+from processor.receive.listeners import (
+    ADVISORY_MAX_STREAMS,
+    ADVISORY_SPARE_CONNECTIONS,
+    GRPC_MAX_CONNECTIONS,
+    TELEMETRY_IDLE_TIMEOUT_S,
+    TELEMETRY_MAX_CONNECTIONS,
+    bind,
+    gated_caps,
+    grpc_server,
+    listening_socket,
+)
+from processor.receive.portgate import INTERNAL_HOST, PortGate
 from processor.request.otlp import SERVICE_NAME
 from processor.state.replica import SharedState
 from processor.state.store import RedisStore, client_for
@@ -67,6 +69,7 @@ from processor.telemetry.advisories import AdvisoryCollector
 from processor.telemetry.findings import FindingMetrics
 from processor.telemetry.gates import GateCollector
 from processor.telemetry.metrics import ConnectionCollector, QueueCollector, SelfMetrics
+from processor.telemetry.service_log import log_drained, log_forgotten, log_started
 from processor.telemetry.state import SharedStateCollector
 from processor.telemetry.stores import StoreCollector
 
@@ -74,35 +77,9 @@ log = logging.getLogger(__name__)
 
 # In-flight export RPCs get this long to finish once the receivers stop.
 RECEIVER_STOP_GRACE_S = 5.0
-GRPC_BACKSTOP_FACTOR = 2  # gRPC's own concurrency limit, over receivers.grpc.max_concurrent_rpcs
 TICK_INTERVAL_S = 0.5  # most often held calls (and advisories) are checked for expiry
 ADVISORY_MAX_MESSAGE_BYTES = 1024 * 1024  # a Check or Subscribe request is small
 ADVISORY_STOP_GRACE_S = 1.0  # subscribers' streams are cut at shutdown; they reconnect
-# The telemetry port answers scrapes and probes: a few connections, briefly held.
-TELEMETRY_MAX_CONNECTIONS = 128
-TELEMETRY_IDLE_TIMEOUT_S = 30.0
-# Connections each gRPC port's gate holds (processor/receive/portgate.py). At the cap the
-# quietest idle one makes room, so more exporters than this still get in, by turns.
-GRPC_MAX_CONNECTIONS = 512
-# The advisory port: one per subscriber stream at most, and some for Check callers.
-ADVISORY_SPARE_CONNECTIONS = 64
-# A gated connection holds three descriptors (the caller's, and both ends of the relay
-# to gRPC); what the caps may take is kept under the open-files limit, less this for
-# everything else (logs, the disk queue, Redis, the next hop, gRPC's own).
-GATED_DESCRIPTORS = 3
-RESERVED_DESCRIPTORS = 64
-# HTTP/2 streams one client may have open on a connection (SETTINGS_MAX_CONCURRENT_STREAMS;
-# grpc-core's default is unlimited). With grpc-core's overload protection (on by
-# default, and set here so it stays on) a stream counts until gRPC has freed it, not only
-# until the client resets it: a rapid-reset client gets REFUSED_STREAM past this many
-# instead of a call each. An OTLP exporter sends one export at a time per connection;
-# an advisory caller may hold up to advisories.max_subscribers_per_caller (100) streams.
-RECEIVER_MAX_STREAMS = 100
-ADVISORY_MAX_STREAMS = 128
-# Pings without data a client may send; a third too soon is a GOAWAY (too_many_pings)
-# from grpc-core itself. Its defaults, stated so they stay.
-MIN_PING_INTERVAL_WITHOUT_DATA_MS = 5 * 60 * 1000
-MAX_PING_STRIKES = 2
 
 
 class ExitStatus(enum.IntEnum):
@@ -112,88 +89,6 @@ class ExitStatus(enum.IntEnum):
     STARTUP_FAILED = 1  # the configuration or start-up failed; no span was taken
     # Shutdown: spans accepted into the memory queue were not delivered in the grace period.
     UNDELIVERED = 3  # (2 is argparse's: a command line it cannot read)
-
-
-def _socket(endpoint: str, reuse_port: bool = False) -> socket.socket:
-    host, port = split_endpoint(endpoint)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family, reuse_port=reuse_port)
-
-
-def _listen(endpoint: str, what: str, key: str, reuse_port: bool = False) -> socket.socket:
-    try:
-        return _socket(endpoint, reuse_port)
-    except OSError as error:
-        raise StartupError(_cannot_listen(what, endpoint, key, error)) from None
-
-
-def _cannot_listen(what: str, endpoint: str, key: str, error: OSError | None) -> str:
-    """What could not listen, where, the key that sets it, and the system's reason."""
-    reason = f": {os.strerror(error.errno)}" if error is not None and error.errno else ""
-    return f"{what}: cannot listen on {endpoint} (set by {key}){reason}"
-
-
-def _bind_error(endpoint: str) -> OSError | None:
-    """Why gRPC could not bind, which it does not say: what a plain bind there gets."""
-    try:
-        _socket(endpoint).close()
-    except OSError as error:
-        return error
-    return None
-
-
-def _grpc_server(
-    max_receive_bytes: int,
-    gate: PortGate,
-    limits: GrpcReceiverConfig | None = None,
-    max_streams: int = RECEIVER_MAX_STREAMS,
-) -> grpc.aio.Server:
-    """A gRPC server for the internal port behind ``gate`` (which owns the public one, so
-    no two instances share it: gRPC's port sharing is off)."""
-    options: list[tuple[str, int]] = [
-        ("grpc.max_receive_message_length", max_receive_bytes),
-        ("grpc.so_reuseport", 0),
-        # Against stream floods and rapid reset (CVE-2023-44487): see the constants.
-        ("grpc.max_concurrent_streams", max_streams),
-        ("grpc.http.overload_protection", 1),
-        ("grpc.http2.min_ping_interval_without_data_ms", MIN_PING_INTERVAL_WITHOUT_DATA_MS),
-        ("grpc.http2.max_ping_strikes", MAX_PING_STRIKES),
-    ]
-    interceptors = (GatePeers(gate),)
-    if limits is None:
-        return grpc.aio.server(options=options, interceptors=interceptors)
-    # What an outsider's connections may hold: idle ones are closed, old ones recycled (an
-    # OTLP exporter reconnects by itself), dead peers found by keepalive pings, and a
-    # connection that never completes its handshake dropped.
-    options += [
-        ("grpc.max_connection_idle_ms", _ms(limits.max_connection_idle_s)),
-        ("grpc.max_connection_age_ms", _ms(limits.max_connection_age_s)),
-        ("grpc.max_connection_age_grace_ms", _ms(limits.max_connection_age_grace_s)),
-        ("grpc.keepalive_time_ms", _ms(limits.keepalive_time_s)),
-        ("grpc.keepalive_timeout_ms", _ms(limits.keepalive_timeout_s)),
-        ("grpc.server_handshake_timeout_ms", _ms(limits.handshake_timeout_s)),
-    ]
-    # max_concurrent_rpcs is enforced by the export handler, which tells a sender to retry;
-    # gRPC's own limit, twice it, is a backstop (its RESOURCE_EXHAUSTED carries no delay).
-    backstop = GRPC_BACKSTOP_FACTOR * limits.max_concurrent_rpcs
-    return grpc.aio.server(
-        options=options, interceptors=interceptors, maximum_concurrent_rpcs=backstop
-    )
-
-
-def _ms(seconds: float) -> int:
-    return max(1, int(seconds * 1000))
-
-
-def gated_caps(wanted: dict[str, int], ungated: int, open_files: int) -> dict[str, int]:
-    """The gated ports' connection caps, cut in proportion where ``wanted`` would take
-    more descriptors than ``open_files`` leaves once ``ungated`` connections (the HTTP
-    ports', one descriptor each) and the reserve are counted; at least one each."""
-    room = max(0, open_files - RESERVED_DESCRIPTORS - ungated) // GATED_DESCRIPTORS
-    total = sum(wanted.values())
-    if total <= room:
-        return dict(wanted)
-    return {name: max(1, cap * room // total) for name, cap in wanted.items()}
 
 
 def raise_open_files_limit() -> None:
@@ -222,26 +117,6 @@ def tune_garbage_collection() -> None:
     _, middle, old = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
     gc.freeze()
-
-
-def _bind(
-    server: grpc.aio.Server,
-    endpoint: str,
-    credentials: grpc.ServerCredentials | None,
-    what: str,
-    key: str,
-) -> int:
-    """The port ``server`` listens on, or a StartupError naming what could not listen."""
-    try:
-        if credentials is None:
-            port = server.add_insecure_port(endpoint)
-        else:
-            port = server.add_secure_port(endpoint, credentials)
-    except RuntimeError:
-        port = 0
-    if not port:
-        raise StartupError(_cannot_listen(what, endpoint, key, _bind_error(endpoint)))
-    return int(port)
 
 
 class Service:
@@ -415,7 +290,13 @@ class Service:
         self._ticker = asyncio.create_task(self._tick(), name="classify-expiry")
         self._started = True
         self._opened = True
-        self._log_started()
+        log_started(
+            self.config,
+            self.ports,
+            shared=self.shared,
+            advisories=self.advisories,
+            forwarder=self.forwarder,
+        )
 
     def _fit_gated_caps(self) -> None:
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -446,9 +327,9 @@ class Service:
         """Binds ``server`` to an internal port and opens its public one (``listen``: the
         endpoint, what listens, its key) through the gate; returns the public port."""
         endpoint, what, key = listen
-        sock = _listen(endpoint, what, key, self._reuse_port)
+        sock = listening_socket(endpoint, what, key, self._reuse_port)
         try:
-            internal = _bind(server, f"{INTERNAL_HOST}:0", credentials, what, key)
+            internal = bind(server, f"{INTERNAL_HOST}:0", credentials, what, key)
             await server.start()
             await self._gates[name].start(sock, internal)
         except BaseException:
@@ -460,7 +341,7 @@ class Service:
         receivers = self.config.receivers
         self._fit_gated_caps()
         gated = self._gates["grpc"]
-        server = _grpc_server(receivers.grpc.max_recv_msg_bytes, gated, receivers.grpc)
+        server = grpc_server(receivers.grpc.max_recv_msg_bytes, gated, receivers.grpc)
         handler = grpc_receiver.trace_service_handler(
             intake, gate, max_in_progress=receivers.grpc.max_concurrent_rpcs
         )
@@ -478,7 +359,7 @@ class Service:
         config = self.config.advisories
         if not self.config.receivers.grpc.enabled:
             self._fit_gated_caps()
-        server = _grpc_server(
+        server = grpc_server(
             ADVISORY_MAX_MESSAGE_BYTES, self._gates["advisories"], max_streams=ADVISORY_MAX_STREAMS
         )
         pb_grpc.add_AdvisoriesServicer_to_server(AdvisoriesServicer(advisories), server)  # type: ignore[no-untyped-call]
@@ -501,7 +382,7 @@ class Service:
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         what = {"otlp_http": "OTLP/HTTP receiver", "telemetry": "telemetry"}[name]
-        sock = _listen(endpoint, what, key, self._reuse_port and name == "otlp_http")
+        sock = listening_socket(endpoint, what, key, self._reuse_port and name == "otlp_http")
         # Bodies are decompressed by the receiver itself, with a cap against gzip bombs.
         # The keep-alive timeout also closes a connection that never sends a request.
         limit = limit or ConnectionLimit(TELEMETRY_MAX_CONNECTIONS)
@@ -534,97 +415,6 @@ class Service:
             except Exception:  # a bug here must not stop expiry for good: said, and on
                 self.metrics.stage_errors.inc()
                 log.exception("deciding the calls whose other half did not come failed")
-
-    def _log_started(self) -> None:
-        receiver_ports = {
-            name: port for name, port in self.ports.items() if name in ("otlp_grpc", "otlp_http")
-        }
-        config = self.config.receivers
-        security = "TLS" if config.tls.cert_file else "plaintext"
-        log.info(
-            "mcp-breaker receiving %s (%s, authentication: %s)",
-            ", ".join(f"{name} on port {port}" for name, port in receiver_ports.items()),
-            "mutual TLS" if config.tls.client_ca_file else security,
-            config.auth.value,
-        )
-        if config.auth is ReceiverAuth.NONE:
-            log.warning(
-                "receivers: no authentication (receivers.auth: none): anyone who reaches "
-                "port %s can steer the breaker, for any tenant a span names "
-                "(docs/security.md)",
-                " or ".join(str(port) for port in receiver_ports.values()),
-            )
-        if self.shared is None:
-            log.info(
-                "breaker state in memory (state.backend: memory): it starts empty, and a "
-                "restart forgets open circuits and turn blocks; state.backend: redis keeps "
-                "them (docs/scaling.md)"
-            )
-        if "telemetry" in self.ports:
-            log.info("metrics, /healthz and /readyz on port %d", self.ports["telemetry"])
-        if "advisories" in self.ports:
-            tls = self.config.advisories.tls
-            security = (
-                "mutual TLS" if tls.client_ca_file else "TLS" if tls.cert_file else "plaintext"
-            )
-            log.info("advisories on port %d (%s)", self.ports["advisories"], security)
-            if self.advisories is not None and self.advisories.auth.open:
-                log.warning(
-                    "advisories: no tokens configured (advisories.tokens): any client that "
-                    "reaches port %d can subscribe; admin calls are refused",
-                    self.ports["advisories"],
-                )
-        if self.forwarder is not None:
-            forward = self.config.forward
-            log.info(
-                "forwarding to %s over %s%s (queue: %d spans, %d bytes, in %s, %d consumers)",
-                self.forwarder.target,
-                forward.protocol.value,
-                " with TLS" if forward.tls else "",
-                forward.queue.max_spans,
-                forward.queue.max_bytes,
-                self.forwarder.storage,
-                forward.queue.consumers,
-            )
-            if self.forwarder.recovered_batches:
-                log.warning(
-                    "disk queue: %s were left undelivered by the last run; sending them first",
-                    _spans_in_requests(
-                        self.forwarder.recovered_spans, self.forwarder.recovered_batches
-                    ),
-                )
-            stripped = self.config.forward.strip_attributes
-            if stripped:
-                log.info(
-                    "removing %s from MCP spans before they are forwarded "
-                    "(forward.strip_attributes)",
-                    ", ".join(stripped),
-                )
-        else:
-            log.warning(
-                "no next hop configured (forward.endpoint is empty): spans are analysed "
-                "and then released, not forwarded"
-            )
-        # Last, once every port listens: the line a person (or a script) waits for.
-        log.info(
-            "ready: spans accepted on %s; breaker state %s; next hop %s",
-            " and ".join(f"port {port}" for port in receiver_ports.values()) or "no port",
-            "in memory" if self.shared is None else "shared on Redis",
-            self.forwarder.target if self.forwarder is not None else "none",
-        )
-
-    @staticmethod
-    def _log_forgotten(in_force: list[Advisory]) -> None:
-        refusing = [a for a in in_force if a.blocking]
-        if refusing:
-            log.info(
-                "stopping with %d advisories refusing calls (%s): breaker state is in memory, "
-                "so the next start will not know of them, and their tools will be called "
-                "again until they fail again (state.backend: redis keeps them)",
-                len(refusing),
-                ", ".join(sorted({a.id for a in refusing})[:5])
-                + (", ..." if len(refusing) > 5 else ""),
-            )
 
     async def readiness(self) -> tuple[bool, str]:
         if not self._started:
@@ -659,33 +449,18 @@ class Service:
         if self.shared is not None:
             await self.shared.stop()  # after the flush: its events are shared too
         elif self.advisories is not None:
-            self._log_forgotten(self.advisories.hub.in_force())
+            log_forgotten(self.advisories.hub.in_force())
         report = None
         if self.forwarder is not None:
             grace = self.config.forward.shutdown_grace_s
             report = await self.forwarder.drain(grace)
-            if report.undelivered_spans:
-                log.error(
-                    "shutdown: %s could not be delivered to %s within %gs, and are lost "
-                    "(exit status %d)",
-                    _spans_in_requests(report.undelivered_spans, report.undelivered_batches),
-                    self.forwarder.target,
-                    grace,
-                    ExitStatus.UNDELIVERED,
-                )
-            elif report.kept_spans:
-                log.warning(
-                    "shutdown: %s could not be delivered to %s within %gs; they stay in the "
-                    "disk queue (%s) and go out at the next start",
-                    _spans_in_requests(report.kept_spans, report.kept_batches),
-                    self.forwarder.target,
-                    grace,
-                    self.forwarder.storage,
-                )
-            elif self._opened or report.delivered_spans:
-                # Said only of a service that took spans: after a failed start, "every
-                # accepted span was delivered" would claim work that never happened.
-                log.info("shutdown: every accepted span was delivered to %s", self.forwarder.target)
+            log_drained(
+                report,
+                self.forwarder,
+                grace,
+                opened=self._opened,
+                exits_with=ExitStatus.UNDELIVERED,
+            )
         for listener in self._listeners.values():
             listener.close()
         self._listeners.clear()
@@ -693,15 +468,6 @@ class Service:
             await runner.cleanup()
         self._runners.clear()
         return report
-
-
-def _spans_in_requests(spans: int, requests: int) -> str:
-    """``42 spans in 2 requests``, ``1 span in 1 request``: as a person writes it."""
-    return f"{_counted(spans, 'span')} in {_counted(requests, 'request')}"
-
-
-def _counted(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 async def serve(

@@ -40,7 +40,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from processor.advisories.service import MAX_NAME_CHARS, AdvisoryService
+from processor.advisories.service import AdvisoryService
+from processor.advisories.servicer import MAX_NAME_CHARS
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from tests.sdk import export_grpc
@@ -893,7 +894,7 @@ def test_a_large_snapshot_comes_in_parts_and_get_state_says_what_it_left_out(
 ) -> None:
     """No reply may outgrow a client's receive limit: the snapshot is cut into parts (the
     first replaces, the last says no more), and GetState shows the worst and counts the rest."""
-    from processor.advisories import service as advisory_service
+    from processor.advisories import servicer as advisory_service
 
     monkeypatch.setattr(advisory_service, "MAX_PART_BYTES", 3000)
     with running() as service:
@@ -1207,7 +1208,7 @@ def test_a_frozen_subscriber_is_cut_off_in_time_and_nobody_else_waits(
 def test_a_check_with_oversized_arguments_is_refused_before_any_work(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from processor.advisories import service as advisory_service
+    from processor.advisories import servicer as advisory_service
 
     read: list[str] = []
     real = fingerprints

@@ -14,11 +14,13 @@ import math
 import grpc
 
 from processor.advisories.model import TURN_BLOCKED, Advisory, AdvisoryScope, turn_tool_id
-from processor.advisories.service import AdvisoriesServicer, AdvisoryService
+from processor.advisories.service import AdvisoryService
+from processor.advisories.servicer import AdvisoriesServicer
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.config import AdvisoriesConfig, BreakerConfig
-from processor.engines.breaker import Breaker, Evidence
+from processor.engines.breaker import Breaker
+from processor.engines.refusals import Evidence
 from tests.support import LOOPBACK
 
 NOW_S = 1_796_000_000.0

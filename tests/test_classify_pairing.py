@@ -18,9 +18,10 @@ from mcp_breaker_client.shared.verdict import FailureClass, Outcome
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags
 
-from processor.classify.classifier import Classifier, SpanFate
+from processor.classify.classifier import Classifier
 from processor.classify.dialects import MAX_LAYERS
 from processor.classify.events import Event, ToolCall
+from processor.classify.pairing import SpanFate
 from processor.config import ClassifyConfig
 from processor.config.classify import DEFAULT_PAIR_WAIT_S
 from tests.classify_builders import (

@@ -507,7 +507,7 @@ def test_the_engines_faster_constructors_keep_what_a_dataclass_promises() -> Non
     import pickle
 
     from processor.classify.events import Dialect, ToolListing
-    from processor.engines.breaker import Evidence
+    from processor.engines.refusals import Evidence
     from processor.engines.roster import ListingState, RosterFinding
 
     breaker = breaker_for(consecutive_failures=1)

@@ -47,11 +47,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from processor.advisories import convert
 from processor.advisories.hub import Audience
-from processor.advisories.service import (
-    MAX_NAME_CHARS,
-    AdvisoriesServicer,
-    AdvisoryService,
-)
+from processor.advisories.service import AdvisoryService
+from processor.advisories.servicer import MAX_NAME_CHARS, AdvisoriesServicer
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.classify.classifier import Classifier
 from processor.config import ServiceConfig, load_config

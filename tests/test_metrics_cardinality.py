@@ -31,7 +31,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from prometheus_client.parser import text_string_to_metric_families
 
-from processor.classify.classifier import PairingStats
+from processor.classify.pairing import PairingStats
 from processor.config import BreakerConfig, TelemetryConfig
 from processor.engines.breaker import Breaker
 from processor.telemetry import findings

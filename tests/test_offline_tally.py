@@ -12,7 +12,8 @@ from mcp_breaker_client.shared.verdict import FailureClass, Outcome
 
 from processor.classify.events import Dialect, ToolCall, ToolListing
 from processor.config import Rule
-from processor.engines.breaker import CallDecision, Evidence
+from processor.engines.breaker import CallDecision
+from processor.engines.refusals import Evidence
 from processor.engines.roster import RosterFinding, RosterHealth
 from processor.offline import html, text
 from processor.offline.tally import Tally

@@ -39,17 +39,19 @@ from processor.inflight.pipeline import Pipeline
 from processor.state.events import (
     _CALL_FIELDS,
     _LISTING_FIELDS,
-    MAX_FORCE_S,
-    MAX_PAYLOAD_BYTES,
-    MAX_SPAN_IDS,
-    MAX_TIME_NS,
-    Bounds,
     Force,
     Release,
     SharedEvent,
     Tick,
     decode,
     encode,
+)
+from processor.state.validate import (
+    MAX_FORCE_S,
+    MAX_PAYLOAD_BYTES,
+    MAX_SPAN_IDS,
+    MAX_TIME_NS,
+    Bounds,
 )
 
 T0_NS = 1_796_000_000_000_000_000

@@ -38,7 +38,6 @@ from processor.engines.circuit import CircuitKey, Scope, State
 from processor.errors import BadEvent
 from processor.state.events import (
     _CALL_FIELDS,
-    MAX_PAYLOAD_BYTES,
     Force,
     Release,
     SharedEvent,
@@ -47,6 +46,7 @@ from processor.state.events import (
     encode,
 )
 from processor.state.store import RedisStore
+from processor.state.validate import MAX_PAYLOAD_BYTES
 from tests.redis_server import RedisServer
 from tests.replicas import ReplicaProcess
 from tests.support import wait_until

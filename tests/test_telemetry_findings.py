@@ -23,8 +23,9 @@ from prometheus_client.parser import (
 )
 from prometheus_client.samples import Sample
 
-from processor.classify.classifier import Classifier, PairingStats
+from processor.classify.classifier import Classifier
 from processor.classify.events import Dialect, ToolCall, ToolListing
+from processor.classify.pairing import PairingStats
 from processor.config import BreakerConfig, TelemetryConfig
 from processor.engines.breaker import Breaker, CallDecision
 from processor.engines.circuit import CircuitKey, Scope, State

@@ -13,7 +13,8 @@ import grpc
 from mcp_breaker_client.shared.redact import redact
 
 from processor.advisories import convert
-from processor.advisories.service import MAX_NAME_CHARS, AdvisoryService, text_argument
+from processor.advisories.service import AdvisoryService
+from processor.advisories.servicer import MAX_NAME_CHARS, text_argument
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.auth.tokens import metadata_bearer_token

@@ -16,8 +16,9 @@ from dataclasses import dataclass, replace
 from mcp_breaker_client.shared import messages
 
 from processor.classify.events import ToolCall, ToolListing
-from processor.engines.breaker import NO_SERVER, Evidence, circuit_message, turn_message
+from processor.engines.breaker import NO_SERVER
 from processor.engines.circuit import Circuit, Scope, State
+from processor.engines.refusals import Evidence, circuit_message, turn_message
 from processor.engines.roster import Collapse
 from processor.engines.turns import NS_PER_S, Block, TurnScope
 

@@ -26,7 +26,7 @@ from mcp_breaker_client.shared.verdict import Verdict
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.annotations import AnnotationMemory
-from processor.classify.classifier import SpanFate
+from processor.classify.pairing import SpanFate
 from processor.engines.breaker import CallDecision
 from processor.engines.roster import RosterFinding
 

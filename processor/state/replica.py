@@ -60,6 +60,7 @@ from processor.inflight.pipeline import Pipeline
 from processor.state import events as codec
 from processor.state.events import Force, Release, SharedEvent, Tick
 from processor.state.store import Entry, RedisStore
+from processor.state.validate import Bounds
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class SharedState:
         self.clock = clock
         self.replica = secrets.token_hex(6)  # this process: a restart is another replica
         self.stats = SharedStats()
-        self._bounds = codec.Bounds.of(pipeline.classifier.config)  # what a replica writes
+        self._bounds = Bounds.of(pipeline.classifier.config)  # what a replica writes
         self.ready = False  # replayed, or started alone: /readyz may say yes
         self.epoch = ""
         self._uids = 0

@@ -5,6 +5,11 @@ against. Names are ``mcp_breaker_`` + snake_case, in base units; counters are li
 with their ``_total`` suffix as scraped. Label values come from closed sets (enums),
 except ``server``, ``tool`` and ``harness``, which outsiders name: those are bounded
 per metric by ``telemetry.max_series_per_metric`` (see ``series.py``).
+
+One piece, over 500 lines: it is one list read top to bottom, section by section, as
+``docs/metrics.md`` mirrors it; the few types above it (``MetricSpec``, ``Kind``,
+``Merge``) are the shape of its entries, and splitting the sections apart would only
+scatter the list that the docs are checked against.
 """
 
 from __future__ import annotations

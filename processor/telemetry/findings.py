@@ -20,8 +20,8 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Exemplar as PromExemplar
 
-from processor.classify.classifier import PairingStats
 from processor.classify.events import ToolCall
+from processor.classify.pairing import PairingStats
 from processor.config import Rule, TelemetryConfig
 from processor.engines.bounded import LruMap
 from processor.engines.breaker import Breaker, CallDecision

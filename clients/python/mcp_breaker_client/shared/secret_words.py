@@ -12,7 +12,7 @@ from __future__ import annotations
 
 # Written in prose before the secret ("le mot de passe est X"), in Latin or Cyrillic
 # script: words between spaces. A space stands for " ", "_", "-" or nothing, as in
-# redact._PROSE_KEYWORDS. A value after these goes unless it is an ordinary follow-word.
+# redact_prose._PROSE_KEYWORDS. A value after these goes unless it is an ordinary follow-word.
 PASSWORD_WORDS_ABROAD = (
     "mot de passe", "mdp", "passwort", "kennwort", "contraseña", "contrasena", "clave",
     "senha", "parola d'ordine", "wachtwoord", "пароль", "hasło", "haslo", "şifre", "sifre",
@@ -55,7 +55,7 @@ KEY_NAMES_ABROAD = (
     "clef", "ключ",
 )  # fmt: skip
 # The English endings, for a name with a letter outside ASCII ("pässword") and for XML
-# elements; an ASCII name in English is redact._BARE_PAIR's to judge.
+# elements; an ASCII name in English is redact_patterns.BARE_PAIR's to judge.
 KEY_NAME_ENDINGS_ENGLISH = (
     "password", "passwd", "passphrase", "passcode", "secret", "token", "apikey", "accesskey",
     "secretkey", "privatekey", "signingkey", "credential", "credentials",
