@@ -120,10 +120,7 @@ def test_the_examples_run_against_a_real_service(venv: Venv, source: Path) -> No
         examples = source / "examples"
         out = venv.run(examples / "dead_tool.py", running.grpc_endpoint, advisory_port, cwd=source)
         lines = out.splitlines()
-        assert lines[:2] == [
-            "turn 1, call 1: called, failed: upstream MCP session is closed",
-            lines[1],
-        ]
+        assert lines[0] == "turn 1, call 1: called, failed: upstream MCP session is closed"
         assert lines[1].startswith("turn 1, call 2: refused: ") and "unavailable" in lines[1]
         called = [line.split(":")[0] for line in lines if ": called," in line]
         assert called == ["turn 1, call 1", "turn 2, call 1", "turn 3, call 1"]
