@@ -75,7 +75,8 @@ from payload import VARIANTS
 from payload_spans import SPANS_PER_REQUEST
 from ports import free_port
 
-HOPS = ("null-receiver", "null-forwarder", "naive-hop", "rotel", "serve", "serve-2w")
+HOPS = ("null-receiver", "null-forwarder", "naive-hop", "rotel", "serve", "serve-redis", "serve-2w")
+SERVES = ("serve", "serve-redis", "serve-2w")
 # serve's one start-up warning here: the receivers run without authentication, as in the
 # figures published so far (a credential check per request is not what is measured).
 EXPECTED_SERVE_LOG = ("receivers: no authentication (receivers.auth: none)",)
@@ -207,14 +208,15 @@ def start_bench(workdir: Path, children: ExitStack, args: argparse.Namespace) ->
             hop = Hop(name, start(name, argv, workdir), port)
         elif name == "rotel":
             hop = start_rotel(workdir, sink_port)
-        elif name == "serve-2w":
+        elif name in ("serve-redis", "serve-2w"):
             redis = start_redis(workdir, children)
             if redis is None:
                 hop = "redis-server is not installed (scripts/_system.sh installs it)"
             else:
                 shared = ["state.backend=redis", f"state.redis.url={redis}"]
                 settings = [*shared, *args.serve_settings]
-                hop = start_serve(workdir, sink_port, settings, name, workers=2)
+                workers = 2 if name == "serve-2w" else 1
+                hop = start_serve(workdir, sink_port, settings, name, workers=workers)
         else:
             hop = start_serve(workdir, sink_port, args.serve_settings)
         if isinstance(hop, str):
@@ -356,7 +358,7 @@ def run_all(
         logs = {
             h.name: h.child.output.read_text(errors="replace").strip()
             for h in hops
-            if h.name in ("serve", "serve-2w", "rotel")
+            if h.name in (*SERVES, "rotel")
         }
     return runs, logs, bench.skipped
 
@@ -377,7 +379,7 @@ def main() -> int:
     problems = [p for run in runs for p in check_run(run)]
     serve_log = "\n".join(
         line
-        for name in ("serve", "serve-2w")
+        for name in SERVES
         for line in logs.get(name, "").splitlines()
         if not any(expected in line for expected in EXPECTED_SERVE_LOG)
     )

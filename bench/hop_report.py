@@ -28,6 +28,7 @@ HOP_LABELS = {
     "naive-hop": "naive hop",
     "rotel": "rotel",
     "serve": "mcp-breaker serve",
+    "serve-redis": "mcp-breaker serve (Redis)",
     "serve-2w": "mcp-breaker serve --workers 2 (Redis)",
 }
 RATIO_BASE = "null-forwarder"  # throughput ratios: the fair floor for a forwarding hop
@@ -35,6 +36,7 @@ LATENCY_BASE = "null-receiver"  # latency added: to the calls that went through 
 SAMPLED_HOPS = (
     "naive-hop",
     "serve",
+    "serve-redis",
     "serve-2w",
 )  # whose output is decoded, in a sample, and checked
 GENERATOR_BOUND = 0.9  # of a core: the load generator, not the target, sets the pace

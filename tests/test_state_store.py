@@ -5,13 +5,21 @@ back from the stream is what was appended, in order, whichever protocol the URL 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
-from processor.state.store import MAX_AT_S, MAX_EPOCH_CHARS, Entry, RedisStore
+from processor.state.store import (
+    ENTRY_BYTES,
+    MAX_AT_S,
+    MAX_EPOCH_CHARS,
+    MAX_EVENTS_PER_ENTRY,
+    Entry,
+    RedisStore,
+)
 from tests.redis_server import RedisServer
 
 PREFIX = "test"
@@ -64,9 +72,50 @@ def test_entries_come_back_as_appended_in_order_over_either_protocol(
     assert [e.position for e in entries] == [1, 2, 3]
     # The stream's clock: the id's milliseconds.
     assert all(e.at_s == int(e.entry_id.split("-")[0]) / 1000 for e in entries)
-    # After an entry, only what follows it; a count bounds the read.
-    assert read_all(redis.url, after=entries[0].entry_id) == entries[1:]
-    assert read_all(redis.url, count=1) == entries[:1]
+    # One append's run of uids is one entry: after it, only what follows it; a count
+    # bounds the read in entries.
+    assert entries[0].entry_id == entries[1].entry_id != entries[2].entry_id
+    assert read_all(redis.url, after=entries[0].entry_id) == entries[2:]
+    assert read_all(redis.url, count=1) == entries[:2]
+
+
+def test_a_run_of_events_is_cut_into_entries_at_a_gap_in_uids_and_at_the_bounds(
+    redis: RedisServer,
+) -> None:
+    run = [(uid, b'["c",%d]' % uid) for uid in range(1, MAX_EVENTS_PER_ENTRY + 2)]
+    gap = [(500, b"x"), (501, b"y"), (503, b"z")]
+    large = [(600, b"a" * ENTRY_BYTES), (601, b"b"), (602, b"c")]
+    placed = append(redis.url, "replica-a", run + gap + large)
+
+    entries = read_all(redis.url)
+    assert [(e.entry_id, e.position) for e in entries] == placed
+    assert [(e.uid, e.payload) for e in entries] == run + gap + large
+    assert [e.position for e in entries] == list(range(1, len(entries) + 1))
+    # Full at MAX_EVENTS_PER_ENTRY; cut where a uid is missing; closed once ENTRY_BYTES in.
+    sizes = [len(list(group)) for _, group in itertools.groupby(e.entry_id for e in entries)]
+    assert sizes == [MAX_EVENTS_PER_ENTRY, 1, 2, 1, 1, 2]
+
+
+def test_a_payload_with_a_newline_is_refused_before_anything_is_appended(
+    redis: RedisServer,
+) -> None:
+    with pytest.raises(ValueError, match="newline"):
+        append(redis.url, "replica-a", [(1, b"fine"), (2, b"two\nlines")])
+    assert read_all(redis.url) == []
+
+
+def test_a_run_longer_than_any_replica_writes_is_one_unreadable_entry(redis: RedisServer) -> None:
+    async def add_by_hand() -> None:
+        client = aioredis.from_url(redis.url)
+        payload = b"\n".join([b"x"] * (MAX_EVENTS_PER_ENTRY + 1))
+        await client.xadd(f"{PREFIX}:events", {"n": "1", "o": "elsewhere", "u": "1", "e": payload})
+        await client.aclose()
+
+    asyncio.run(add_by_hand())
+    append(redis.url, "replica-a", [(2, b"after")])
+    foreign, after = read_all(redis.url)
+    assert foreign.payload is None and foreign.position == 0
+    assert after.payload == b"after"
 
 
 @pytest.mark.parametrize("protocol", [2, 3])

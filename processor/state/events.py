@@ -30,7 +30,12 @@ from typing import Any
 
 from mcp_breaker_client.shared.verdict import Verdict
 
-from processor.classify.events import ToolCall, ToolListing
+from processor.classify.events import (
+    ToolCall,
+    ToolListing,
+    build_tool_call,
+    build_tool_listing,
+)
 from processor.engines.circuit import CircuitKey, Scope, State
 from processor.engines.turns import NS_PER_S
 from processor.errors import BadEvent
@@ -124,7 +129,7 @@ def encode(event: SharedEvent) -> bytes:
 
 def decode(data: bytes, *, at_s: float | None = None, bounds: Bounds = BOUNDS) -> SharedEvent:
     """The event in ``data``, appended at ``at_s`` on the stream's clock (None: not known,
-    and then only MAX_TIME_NS bounds its times), or BadEvent."""
+    and then only MAX_TIME_NS bounds its times), or BadEvent. A call arrives at ``at_s``."""
     if len(data) > MAX_PAYLOAD_BYTES:
         raise BadEvent(f"an event of {len(data)} bytes")
     if validate.too_deep(data):
@@ -132,7 +137,7 @@ def decode(data: bytes, *, at_s: float | None = None, bounds: Bounds = BOUNDS) -
     latest_ns = MAX_TIME_NS
     if at_s is not None:
         latest_ns = min(latest_ns, int((at_s + 2 * bounds.clock_skew_s) * NS_PER_S))
-    limits = Limits(bounds.name_chars, latest_ns, latest_ns / NS_PER_S)
+    limits = Limits(bounds.name_chars, latest_ns, latest_ns / NS_PER_S, at_s or 0.0)
     try:
         document = validate.JSON_IN.decode(data.decode("utf-8"))
         if type(document) is list:
@@ -219,7 +224,7 @@ def _call(fields: list[Any], limits: Limits) -> ToolCall:
         origin=validate.ORIGINS[origin],
         error_excerpt=validate.text(excerpt),
     )
-    return ToolCall(
+    return build_tool_call(
         turn=validate.name(turn, limits),
         round=validate.turn_round(round_, limits),
         server=validate.optional_name(server, limits),
@@ -233,6 +238,7 @@ def _call(fields: list[Any], limits: Limits) -> ToolCall:
         dialect=validate.dialect(dialect),
         harness=validate.name(harness, limits),
         tenant=validate.name(tenant, limits),
+        arrived_s=limits.arrived_s,
     )
 
 
@@ -243,7 +249,7 @@ def _listing(document: dict[str, Any], limits: Limits) -> ToolListing:
             values[name] = read(document[name], limits)
         except BadEvent as error:
             raise BadEvent(f"a listing's {name}: {error}") from None
-    return ToolListing(
+    return build_tool_listing(
         **values,
         trace_id=validate.trace_id(document["trace"]),
         span_ids=validate.span_ids(document["spans"]),

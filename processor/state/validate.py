@@ -76,10 +76,15 @@ class Limits:
     """One decode's bounds (a plain class: a frozen dataclass costs a microsecond to make,
     and one is made per event)."""
 
-    __slots__ = ("latest_ns", "latest_s", "name_chars")
+    __slots__ = ("arrived_s", "latest_ns", "latest_s", "name_chars")
 
-    def __init__(self, name_chars: int, latest_ns: int, latest_s: float) -> None:
+    def __init__(
+        self, name_chars: int, latest_ns: int, latest_s: float, arrived_s: float = 0.0
+    ) -> None:
         self.name_chars, self.latest_ns, self.latest_s = name_chars, latest_ns, latest_s
+        # A call read from the stream arrives at its entry's time (the reorder window
+        # compares arrivals): set as it is built, not replaced after.
+        self.arrived_s = arrived_s
 
 
 def _refuse_constant(name: str) -> Any:
