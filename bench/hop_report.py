@@ -78,6 +78,24 @@ def summarize(runs: list[dict[str, Any]], hops: list[str]) -> dict[str, dict[str
         row["throughput_vs_null_forwarder"] = paired(
             RATIO_BASE, lambda b, r: r["spans_per_s"] / b["spans_per_s"]
         )
+        # The issue-28 goals, as ratios within a repeat: throughput against the naive hop,
+        # CPU per span against one serve process on the memory backend.
+        row["throughput_vs_naive"] = paired(
+            "naive-hop", lambda b, r: r["spans_per_s"] / b["spans_per_s"]
+        )
+        row["cpu_vs_serve"] = (
+            paired("serve", lambda b, r: r["hop_cpu_s_per_m_spans"] / b["hop_cpu_s_per_m_spans"])
+            if hop.startswith("serve-")
+            else None
+        )
+        with_mcp = [r for r in mine if r["ok_mcp_spans"]]
+        # CPU s per million spans times spans per MCP span: µs of the hop's CPU per MCP span
+        # (its pass-through work on the other spans included).
+        row["cpu_us_per_mcp_span"] = (
+            median(r["hop_cpu_s_per_m_spans"] * r["ok_spans"] / r["ok_mcp_spans"] for r in with_mcp)
+            if with_mcp
+            else None
+        )
         for q in ("p50", "p99"):
 
             def added(base: dict[str, Any], run: dict[str, Any], q: str = q) -> float:
@@ -235,7 +253,10 @@ def print_table(summaries: dict[str, dict[str, dict[str, Any]]], args: argparse.
     columns = (
         ("spans/s", "spans_per_s", "{:,.0f}", 11),
         ("vs null fwd", "throughput_vs_null_forwarder", "{:.2f}", 14),
+        ("vs naive", "throughput_vs_naive", "{:.2f}", 10),
         ("CPU s/M spans", "cpu_s_per_m_spans", "{:.2f}", 16),
+        ("CPU vs serve", "cpu_vs_serve", "{:.2f}", 14),
+        ("CPU µs/MCP span", "cpu_us_per_mcp_span", "{:.1f}", 17),
         ("p50 added ms", "p50_added_ms", "{:+.2f}", 15),
         ("p99 added ms", "p99_added_ms", "{:+.2f}", 15),
         ("loadgen CPU", "loadgen_core_share", "{:.0%}", 14),
@@ -251,7 +272,10 @@ def print_table(summaries: dict[str, dict[str, dict[str, Any]]], args: argparse.
             print(f"  {HOP_LABELS[hop]}".ljust(width) + "".join(cells))
     print(
         "\nCPU s/M spans: the hop process's CPU time (the null receiver's own, on its row) per "
-        "million spans taken.\nloadgen CPU: the load generator's CPU time over its run, of one "
+        "million spans taken;\nCPU vs serve: that of one serve process on the memory backend "
+        "in the same repeat; CPU µs/MCP span:\nthe hop's CPU time over the MCP spans it took "
+        "(its work on the other spans included).\nloadgen CPU: the load generator's CPU time "
+        "over its run, of one "
         f"core; * at {GENERATOR_BOUND:.0%} or more: that row's\nthroughput is the load "
         "generator's (its CPU per span is still the receiving process's own)."
     )

@@ -37,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import redis.asyncio as aioredis
 from classify import cpu_ns
@@ -54,6 +56,7 @@ VARIANTS = ("mixed", "harness")
 PARTS = ("stage", "share", "own_back", "decode", "apply_other")
 REDIS_PARTS = ("append_client", "append_redis", "read_client", "read_redis")
 LOOPBACK = "127.0.0.1"
+T = TypeVar("T")
 
 
 def service(backend: Backend) -> Service:
@@ -68,6 +71,16 @@ def service(backend: Backend) -> Service:
 def shared(replica: Service) -> SharedState:
     assert replica.shared is not None
     return replica.shared
+
+
+def each(work: Callable[[T], object], items: Sequence[T]) -> Callable[[], None]:
+    """The work over every item, as one call to time."""
+
+    def run() -> None:
+        for item in items:
+            work(item)
+
+    return run
 
 
 def stream_of(source: SharedState) -> list[Entry]:
@@ -85,7 +98,7 @@ def one_round(
     """CPU ns of each part over one round's fresh requests, and the stream they made."""
     payloads = [fresh.render(templates[i % len(templates)]) for i in range(requests)]
     memory, a, b, sharer = (service(backend) for backend in (Backend.MEMORY, *[Backend.REDIS] * 3))
-    stage = cpu_ns(lambda: [memory.stage.from_protobuf(p) for p in payloads])
+    stage = cpu_ns(each(memory.stage.from_protobuf, payloads))
     for payload in payloads:
         a.stage.from_protobuf(payload)
     made = list(shared(a)._pending.values())
@@ -93,13 +106,19 @@ def one_round(
     if not stream:
         raise SystemExit("no event was shared")
     into = shared(sharer)
-    share = cpu_ns(lambda: [into.share(event, None) for event in made])  # type: ignore[arg-type]
-    own_back = cpu_ns(lambda: [shared(a)._apply(entry) for entry in stream])
+    share = cpu_ns(each(lambda event: into.share(event, None), made))  # type: ignore[arg-type]
+    own_back = cpu_ns(each(shared(a)._apply, stream))
     bounds = shared(b)._bounds
+    decoded: list[codec.SharedEvent] = []
     decode = cpu_ns(
-        lambda: [codec.decode(e.payload or b"", at_s=e.at_s, bounds=bounds) for e in stream]
+        lambda: decoded.extend(
+            codec.decode(e.payload or b"", at_s=e.at_s, bounds=bounds) for e in stream
+        )
     )
-    apply_other = cpu_ns(lambda: [shared(b)._apply(entry) for entry in stream])
+    other = shared(b)
+    apply_other = cpu_ns(
+        each(lambda pair: other._apply_event(*pair), list(zip(stream, decoded, strict=True)))
+    )
     problems = []
     if shared(a)._pending:
         problems.append(f"{len(shared(a)._pending)} own events not taken back")
@@ -110,7 +129,7 @@ def one_round(
     if problems:
         raise SystemExit("; ".join(problems))
     parts = {"stage": stage, "share": share, "own_back": own_back, "decode": decode}
-    parts["apply_other"] = apply_other - decode  # _apply decodes, then applies
+    parts["apply_other"] = apply_other
     return parts, stream
 
 

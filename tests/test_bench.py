@@ -60,7 +60,8 @@ def test_the_hop_benchmark_runs_every_hop_and_checks_its_own_work(tmp_path: Path
     report = json.loads(report_path.read_text())
     assert report["problems"] == []
     assert set(report["summary"]) == {"plain", "mixed", "harness", "frameworks"}
-    hops = {"null-receiver", "null-forwarder", "naive-hop", "rotel", "serve", "serve-2w"}
+    hops = {"null-receiver", "null-forwarder", "naive-hop", "rotel", "serve"}
+    hops |= {"serve-redis", "serve-2w"}
     hops -= set(report["skipped_hops"])  # rotel, where it is not installed
     assert "rotel" in hops or "not installed" in report["skipped_hops"]["rotel"]
     for payload, summary in report["summary"].items():
@@ -68,7 +69,14 @@ def test_the_hop_benchmark_runs_every_hop_and_checks_its_own_work(tmp_path: Path
         assert summary["null-forwarder"]["throughput_vs_null_forwarder"] == 1.0
         for row in summary.values():
             assert row["spans_per_s"] > 0 and row["cpu_s_per_m_spans"] > 0
-    for name in ("serve", "serve-2w"):  # one process, and two workers sharing one breaker
+        # The goals' ratios, each against its own baseline in the same repeat.
+        assert summary["naive-hop"]["throughput_vs_naive"] == 1.0
+        assert summary["serve"]["cpu_vs_serve"] is None
+        assert summary["serve-redis"]["cpu_vs_serve"] > 0 < summary["serve-2w"]["cpu_vs_serve"]
+        per_mcp_span = summary["serve"]["cpu_us_per_mcp_span"]
+        assert per_mcp_span is None if payload == "plain" else per_mcp_span > 0
+    # One process, the same on the Redis backend, and two workers sharing one breaker.
+    for name in ("serve", "serve-redis", "serve-2w"):
         serve = {r["payload"]: r for r in report["runs"] if r["hop"] == name}
         for payload in ("mixed", "harness", "frameworks"):
             counters, sample = serve[payload]["serve"], serve[payload]["received"]["sample"]
