@@ -11,29 +11,38 @@ process. ``DiskStore`` keeps them in one SQLite database in ``forward.queue.dire
 - a request is deleted only once the next hop took it (or it was given up on, counted and
   logged), so a crash at any point leaves it on disk, and the next start sends it again:
   at least once, never silently lost;
-- memory holds only what is being sent; the queue's bounds hold for the disk.
+- the queue's bounds hold for the disk: a request leaves the bound only once its row is
+  deleted. Memory keeps a copy of each request too, up to ``MEMORY_COPY_LIMIT_BYTES``, so a
+  request is sent without being read back; what is beyond it, and what a previous run
+  left, is read from the disk when it is sent.
 
 Why SQLite: it is in the standard library, and its commit is atomic and durable by design
 (tested far beyond anything a file format of our own would be); WAL mode makes a commit one
 append to the write-ahead log, and lets a delete of a delivered request cost little. The
-database is opened in exclusive locking mode, so a second process pointed at the same
-directory fails at start-up instead of sending the same spans twice.
+store holds a lock on a file beside the database (``flock``, released by the kernel when
+the process ends, however it ends), so a second process pointed at the same directory fails
+at start-up instead of sending the same spans twice.
 
-Every SQLite call runs on one thread of its own, never on the event loop: appends that
-arrive while a commit is under way are committed together in the next transaction (group
-commit), so a slow disk costs latency, not one commit per request.
+No SQLite call runs on the event loop. Commits run on one thread of their own: appends and
+deletes that arrive while a commit is under way are committed together in the next
+transaction (group commit), so a slow disk costs latency, not one commit per request, and a
+delivered request costs no transaction of its own. Checkpoints (the log copied into the
+database, and synced: the slow part) run on a second connection and thread while commits go
+on; only the last step, what those commits added, runs on the writer's thread between two
+commits, so that the log starts again from its beginning instead of growing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import sqlite3
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -44,10 +53,27 @@ from processor.request.sender import Sender
 log = logging.getLogger(__name__)
 
 FILE_NAME = "forward-queue.sqlite3"
+LOCK_NAME = "forward-queue.lock"  # held while a store has the database open
 SCHEMA_VERSION = 1  # PRAGMA user_version: a database written by another layout is refused
 # After a checkpoint the write-ahead log is cut back to this, so it does not keep the size
-# of the largest burst it ever held.
-WAL_SIZE_LIMIT_BYTES = 8 * 1024 * 1024
+# of the largest burst it ever held; above what it reaches between two checkpoints, so it is
+# overwritten in place rather than cut and grown again (which costs the file system more).
+WAL_SIZE_LIMIT_BYTES = 32 * 1024 * 1024
+# The log is copied into the database (a checkpoint) once this much was committed. A
+# queue's rows are deleted soon after they are written, so their pages are reused within
+# one such stretch and copied once for many commits (with SQLite's default, 4 MiB, a span
+# was written 1.8 times).
+WAL_CHECKPOINT_BYTES = 16 * 1024 * 1024
+COMMIT_PAGES = 3  # what a commit writes to the log besides the blobs: leaf, free list, header
+# SQLite's work is per page (a frame header and checksum in the log, a link in the
+# overflow chain): a request of 200 KB is 26 pages of 8 KiB rather than 51 of 4 KiB, a
+# third less CPU to commit it; at most one page per request is left unused. Set when the
+# database is created: one made before keeps its own.
+PAGE_SIZE_BYTES = 8 * 1024
+# Requests are also kept in memory up to this many bytes (the memory queue's default bound),
+# so they are sent from there rather than read back from the disk they were just written
+# to; beyond it, and what a previous run left, they are read back when they are sent.
+MEMORY_COPY_LIMIT_BYTES = 64 * 1024 * 1024
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY,  -- arrival order
@@ -68,7 +94,7 @@ class Held:
     span_count: int
     size: int  # bytes of its payload
     sender: Sender
-    payload: bytes | None = None  # in memory; None on disk (read back when it is sent)
+    payload: bytes | None = None  # in memory; None: on disk only (read back when sent)
 
 
 class Store(Protocol):
@@ -123,13 +149,29 @@ class MemoryStore:
 
 
 class DiskStore:
-    """SQLite in WAL mode, one writer thread, group commit. Opened at start-up."""
+    """SQLite in WAL mode: one writer thread, group commit, checkpoints on a connection
+    and a thread of their own, and a copy of the bytes in memory. Opened at start-up."""
 
     durable = True
 
-    def __init__(self, directory: str, *, fsync: bool) -> None:
+    def __init__(
+        self, directory: str, *, fsync: bool, memory_limit_bytes: int = MEMORY_COPY_LIMIT_BYTES
+    ) -> None:
         self.where = str(Path(directory) / FILE_NAME)
-        self._db = _open(Path(directory), fsync=fsync)
+        self._lock = _lock(Path(directory))
+        try:
+            self._db = _open(Path(directory), fsync=fsync)
+        except StartupError:
+            os.close(self._lock)  # and with it the lock
+            raise
+        try:
+            # A second connection copies the log into the database on a thread of its own,
+            # so that the syncs of a checkpoint (its slow part) do not hold up commits.
+            self._checkpointer = _connect(Path(directory), fsync=fsync)
+        except StartupError:
+            self._db.close()
+            os.close(self._lock)
+            raise
         self._recovered = [
             Held(key, spans, size, Sender(peer=peer, tenant=tenant))
             for key, spans, size, peer, tenant in self._db.execute(
@@ -137,7 +179,14 @@ class DiskStore:
             )
         ]
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="disk-queue")
-        self._pending: list[tuple[Prepared, asyncio.Future[Held]]] = []
+        self._checkpoint_thread = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="disk-queue-checkpoint"
+        )
+        self._checkpoint: asyncio.Task[None] | None = None
+        self._logged_bytes = 0  # written to the log since the last checkpoint began (about)
+        self._memory_limit_bytes = memory_limit_bytes
+        self._in_memory_bytes = 0  # payloads the Held entries carry, not yet removed
+        self._next: _Transaction | None = None  # what the next commit writes
         self._writer: asyncio.Task[None] | None = None
 
     def recovered(self) -> list[Held]:
@@ -145,40 +194,117 @@ class DiskStore:
         return held
 
     async def append(self, batch: Prepared) -> Held:
-        future: asyncio.Future[Held] = asyncio.get_running_loop().create_future()
-        self._pending.append((batch, future))
+        transaction = self._pending()
+        place = len(transaction.batches)
+        transaction.batches.append(batch)
+        # Shielded: one future for the whole group, which a cancelled caller must not cancel.
+        key = (await asyncio.shield(transaction.committed))[place]
+        size = len(batch.payload)
+        if self._in_memory_bytes + size > self._memory_limit_bytes:
+            return Held(key, batch.span_count, size, batch.sender)  # read back when sent
+        self._in_memory_bytes += size
+        return Held(key, batch.span_count, size, batch.sender, batch.payload)
+
+    async def payloads(self, held: Sequence[Held]) -> list[bytes]:
+        keys = [h.key for h in held if h.payload is None]
+        found: dict[int, bytes] = {}
+        if keys:
+            loop = asyncio.get_running_loop()
+            try:
+                found = await loop.run_in_executor(self._thread, self._select, keys)
+            except sqlite3.Error as error:
+                raise QueueStorageError(f"cannot read from {self.where}: {error}") from None
+            if len(found) != len(keys):
+                missing = len(keys) - len(found)
+                raise QueueStorageError(f"{self.where}: {missing} requests are missing")
+        return [h.payload if h.payload is not None else found[h.key] for h in held]
+
+    def _select(self, keys: list[int]) -> dict[int, bytes]:
+        marks = ",".join("?" * len(keys))
+        rows = self._db.execute(f"SELECT id, payload FROM requests WHERE id IN ({marks})", keys)
+        return {key: bytes(payload) for key, payload in rows}
+
+    async def remove(self, held: Sequence[Held]) -> None:
+        """Returns once they are deleted (so the bound holds for the disk), committed with
+        the next appends rather than in a transaction of their own."""
+        if not held:
+            return
+        self._in_memory_bytes -= sum(h.size for h in held if h.payload is not None)
+        transaction = self._pending()
+        transaction.removals.extend(h.key for h in held)
+        try:
+            await asyncio.shield(transaction.committed)
+        except QueueStorageError as error:
+            # Still on disk: sent again at the next start, a duplicate rather than a loss.
+            log.error("disk queue: cannot delete %d delivered requests: %s", len(held), error)
+
+    def _pending(self) -> _Transaction:
+        """The transaction the next commit writes; a writer is started if none runs."""
+        if self._next is None:
+            self._next = _Transaction(asyncio.get_running_loop().create_future())
         if self._writer is None:
             self._writer = asyncio.create_task(self._write_pending(), name="disk-queue-writer")
-        return await future
+        return self._next
 
     async def _write_pending(self) -> None:
+        """Commits what is pending, one transaction at a time: what arrives during one
+        commit is written together by the next (group commit)."""
         loop = asyncio.get_running_loop()
         try:
-            while self._pending:
-                group, self._pending = self._pending, []
-                batches = [batch for batch, _ in group]
+            while self._next is not None:
+                if self._logged_bytes >= WAL_CHECKPOINT_BYTES and self._checkpoint is not None:
+                    # A checkpoint slower than the commits: waited for, so the log stays
+                    # within twice the stretch between checkpoints.
+                    await asyncio.wait([self._checkpoint])
+                transaction, self._next = self._next, None
+                batches, removals = transaction.batches, transaction.removals
                 try:
-                    keys = await loop.run_in_executor(self._thread, self._insert, batches)
+                    keys = await loop.run_in_executor(self._thread, self._commit, removals, batches)
                 except sqlite3.Error as error:
                     failure = QueueStorageError(f"cannot write to {self.where}: {error}")
-                    for _, future in group:
-                        if not future.done():
-                            future.set_exception(failure)
-                    continue
-                for (batch, future), key in zip(group, keys, strict=True):
-                    if not future.done():
-                        future.set_result(
-                            Held(key, batch.span_count, len(batch.payload), batch.sender)
-                        )
+                    transaction.committed.set_exception(failure)
+                    transaction.committed.exception()  # its callers may all be gone: retrieved
+                else:
+                    transaction.committed.set_result(keys)
+                    self._logged_bytes += COMMIT_PAGES * PAGE_SIZE_BYTES + sum(
+                        len(batch.payload) for batch in batches
+                    )
+                    self._checkpoint_if_due()
         finally:
             self._writer = None
 
-    def _insert(self, batches: list[Prepared]) -> list[int]:
-        """One transaction for every request waiting: committed, or none of them."""
+    def _checkpoint_if_due(self) -> None:
+        if self._logged_bytes >= WAL_CHECKPOINT_BYTES and self._checkpoint is None:
+            self._logged_bytes = 0
+            self._checkpoint = asyncio.create_task(self._copy_log(), name="disk-queue-checkpoint")
+
+    async def _copy_log(self) -> None:
+        """Copy the log into the database: first while commits go on, on a connection and a
+        thread of its own (the syncs are the slow part), then what they added meanwhile, on
+        the writer's thread between two commits, so that the next commit starts the log from
+        its beginning again rather than let it grow."""
+        loop = asyncio.get_running_loop()
+        try:
+            for _ in range(2):  # the second copies what commits added during the first
+                await loop.run_in_executor(
+                    self._checkpoint_thread, _checkpoint, self._checkpointer, "PASSIVE"
+                )
+            await loop.run_in_executor(self._thread, _checkpoint, self._db, "RESTART")
+        except sqlite3.Error as error:
+            # Nothing is lost (the log still holds it all); the next checkpoint tries again.
+            log.warning("disk queue: checkpoint of %s failed: %s", self.where, error)
+        finally:
+            self._checkpoint = None
+
+    def _commit(self, removals: list[int], batches: list[Prepared]) -> list[int]:
+        """One transaction for every request waiting and every removal: all, or none."""
         db = self._db
         keys = []
         db.execute("BEGIN IMMEDIATE")
         try:
+            if removals:
+                marks = ",".join("?" * len(removals))
+                db.execute(f"DELETE FROM requests WHERE id IN ({marks})", removals)
             for batch in batches:
                 cursor = db.execute(
                     "INSERT INTO requests (spans, size, peer, tenant, payload) "
@@ -198,74 +324,63 @@ class DiskStore:
             raise
         return keys
 
-    async def payloads(self, held: Sequence[Held]) -> list[bytes]:
-        keys = [h.key for h in held]
-        loop = asyncio.get_running_loop()
-        try:
-            found = await loop.run_in_executor(self._thread, self._select, keys)
-        except sqlite3.Error as error:
-            raise QueueStorageError(f"cannot read from {self.where}: {error}") from None
-        if len(found) != len(keys):
-            raise QueueStorageError(f"{self.where}: {len(keys) - len(found)} requests are missing")
-        return [found[key] for key in keys]
-
-    def _select(self, keys: list[int]) -> dict[int, bytes]:
-        marks = ",".join("?" * len(keys))
-        rows = self._db.execute(f"SELECT id, payload FROM requests WHERE id IN ({marks})", keys)
-        return {key: bytes(payload) for key, payload in rows}
-
-    async def remove(self, held: Sequence[Held]) -> None:
-        keys = [h.key for h in held]
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.run_in_executor(self._thread, self._delete, keys)
-        except sqlite3.Error as error:
-            # Still on disk: sent again at the next start, a duplicate rather than a loss.
-            log.error("disk queue: cannot delete %d delivered requests: %s", len(keys), error)
-
-    def _delete(self, keys: list[int]) -> None:
-        marks = ",".join("?" * len(keys))
-        self._db.execute(f"DELETE FROM requests WHERE id IN ({marks})", keys)
-
     async def close(self) -> None:
-        while self._writer is not None:  # appends under way finish first
-            await asyncio.shield(self._writer)
+        # Commits and a checkpoint under way finish first (a commit may start a checkpoint).
+        while running := [t for t in (self._writer, self._checkpoint) if t is not None]:
+            await asyncio.wait(running)
         loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._checkpoint_thread, self._checkpointer.close)
         await loop.run_in_executor(self._thread, self._db.close)
+        self._checkpoint_thread.shutdown(wait=True)
         self._thread.shutdown(wait=True)
+        os.close(self._lock)
+
+
+@dataclass(slots=True)
+class _Transaction:
+    """What one commit writes; ``committed`` holds the new rows' keys once it is done."""
+
+    committed: asyncio.Future[list[int]]
+    batches: list[Prepared] = field(default_factory=list)
+    removals: list[int] = field(default_factory=list)
+
+
+def _lock(directory: Path) -> int:
+    """The directory, created if need be, and its lock file, held until the store closes or
+    the process ends (however it ends), so that two services never share one queue."""
+    key = "forward.queue.directory"
+    try:
+        # It holds span data: readable by the service's user alone (as are the files).
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        descriptor = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as error:
+        raise StartupError(f"{key}: cannot create {str(directory)!r}: {error.strerror}") from None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(descriptor)
+        raise StartupError(
+            f"{key}: {str(directory / FILE_NAME)!r} is in use by another process (two "
+            "services cannot share one queue directory)"
+        ) from None
+    return descriptor
 
 
 def _open(directory: Path, *, fsync: bool) -> sqlite3.Connection:
     """The queue's database, created if need be; StartupError names the key and the cause."""
     key = "forward.queue.directory"
-    try:
-        # It holds span data: readable by the service's user alone (as is the file).
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as error:
-        raise StartupError(f"{key}: cannot create {str(directory)!r}: {error.strerror}") from None
     path = directory / FILE_NAME
-    try:
-        # autocommit (isolation_level None): transactions are written out where they are
-        # meant; timeout 0: a database another process holds fails now, not in 5 s.
-        db = sqlite3.connect(path, isolation_level=None, timeout=0, check_same_thread=False)
-    except sqlite3.Error as error:
-        raise StartupError(f"{key}: cannot open {str(path)!r}: {error}") from None
+    db = _connect(directory, fsync=fsync)
     with contextlib.suppress(OSError):  # not ours to change (a volume's own rules): left as is
-        # Before the write-ahead log exists: SQLite gives it the database's permissions.
+        # Before the write-ahead log and its index exist: SQLite gives them the database's
+        # permissions.
         os.chmod(path, 0o600)
     try:
-        # Exclusive: held until the process ends, so two services never share one queue.
-        db.execute("PRAGMA locking_mode = EXCLUSIVE")
+        db.execute(f"PRAGMA page_size = {PAGE_SIZE_BYTES}")  # before anything is written
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise StartupError(f"{key}: {str(path)!r} cannot use SQLite's WAL mode ({mode})")
-        db.execute(f"PRAGMA synchronous = {'FULL' if fsync else 'NORMAL'}")
-        db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
-        # Some builds (Debian's) zero every freed page: for a queue whose rows are all
-        # deleted soon, that doubles the bytes written and the CPU. FAST zeroes only what
-        # costs no extra write; freed pages are overwritten by the next requests.
-        db.execute("PRAGMA secure_delete = FAST")
-        db.execute("BEGIN IMMEDIATE")  # takes the exclusive lock now
+        db.execute("BEGIN IMMEDIATE")
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
         tables = db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'requests'")
         if version not in (0, SCHEMA_VERSION) or (version == 0 and tables.fetchone()[0]):
@@ -277,20 +392,47 @@ def _open(directory: Path, *, fsync: bool) -> sqlite3.Connection:
         db.execute(_SCHEMA)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("COMMIT")
-    except sqlite3.OperationalError as error:
+    except sqlite3.Error as error:
         db.close()
-        if getattr(error, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-            raise StartupError(
-                f"{key}: {str(path)!r} is in use by another process (two services cannot "
-                "share one queue directory)"
-            ) from None
-        raise StartupError(f"{key}: cannot use {str(path)!r}: {error}") from None
-    except sqlite3.DatabaseError as error:
-        db.close()
-        raise StartupError(
-            f"{key}: {str(path)!r} is not a usable queue database ({error}); move it aside"
-        ) from None
+        raise _unusable(path, error) from None
     except StartupError:
         db.close()
         raise
     return db
+
+
+def _connect(directory: Path, *, fsync: bool) -> sqlite3.Connection:
+    """A connection to the queue's database, as the writer and the checkpointer use it."""
+    path = directory / FILE_NAME
+    try:
+        # autocommit (isolation_level None): transactions are written out where they are
+        # meant; the timeout bounds a wait for the other connection's lock, which only
+        # another program opening the file could make long.
+        db = sqlite3.connect(path, isolation_level=None, timeout=5, check_same_thread=False)
+    except sqlite3.Error as error:
+        raise _unusable(path, error) from None
+    try:
+        db.execute(f"PRAGMA synchronous = {'FULL' if fsync else 'NORMAL'}")
+        db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
+        db.execute("PRAGMA wal_autocheckpoint = 0")  # the store checkpoints, off the writer
+        # Some builds (Debian's) zero every freed page: for a queue whose rows are all
+        # deleted soon, that doubles the bytes written and the CPU. FAST zeroes only what
+        # costs no extra write; freed pages are overwritten by the next requests.
+        db.execute("PRAGMA secure_delete = FAST")
+    except sqlite3.Error as error:
+        db.close()
+        raise _unusable(path, error) from None
+    return db
+
+
+def _unusable(path: Path, error: sqlite3.Error) -> StartupError:
+    key = "forward.queue.directory"
+    if isinstance(error, sqlite3.OperationalError):
+        return StartupError(f"{key}: cannot use {str(path)!r}: {error}")
+    return StartupError(
+        f"{key}: {str(path)!r} is not a usable queue database ({error}); move it aside"
+    )
+
+
+def _checkpoint(db: sqlite3.Connection, mode: str) -> None:
+    db.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
