@@ -53,3 +53,26 @@ def test_expiring_values_answer_as_a_ttl_cache(
             values.set(key, f"tool-{index}", now)
         assert values.get(key, now) == (latest[key] if key in cache else None)
     assert len(values) <= max_keys
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.integers(1, 5), st.sampled_from([0.5, 2.0, 5.0]), OPERATIONS)
+def test_setting_many_keys_at_once_is_setting_each_in_turn(
+    max_keys: int, ttl: float, operations: list[tuple[int, float, bool]]
+) -> None:
+    """set_all, as the decider marks a call's keys: what setting each in turn would keep."""
+    one_by_one, at_once = ExpiringValues(max_keys, ttl), ExpiringValues(max_keys, ttl)
+    keys_one_by_one, keys_at_once = ExpiringKeys(max_keys, ttl), ExpiringKeys(max_keys, ttl)
+    now = 100.0
+    for index, (key, step, setting) in enumerate(operations):
+        now += step
+        batch = [(key, f"v{index}"), ((key + 3) % 8, f"w{index}")] if setting else []
+        for k, v in batch:
+            one_by_one.set(k, v, now)
+            keys_one_by_one.set(k, now)
+        at_once.set_all(batch, now)
+        keys_at_once.set_all([k for k, _ in batch], now)
+        for k in range(8):
+            assert at_once.get(k, now) == one_by_one.get(k, now)
+            assert keys_at_once.any_of((k,), now) == keys_one_by_one.any_of((k,), now)
+        assert len(at_once) == len(one_by_one) and len(keys_at_once) == len(keys_one_by_one)

@@ -117,7 +117,8 @@ class Classifier:
         events: list[Event] = []
         readings: list[Reading] = []
         # Locals: the loop below runs for every span of the request.
-        wanted, patterns, found = self._wanted, self._patterns, self.spans
+        wanted, patterns, found, kept = self._wanted, self._patterns, self.spans, self.read
+        latest_ns = self._latest_ns
         for resource_spans in request.resource_spans:
             resource: dict[str, AttributeValue] | None = None
             tenant_name = harness = ""
@@ -141,7 +142,7 @@ class Classifier:
                         scope = scope_spans.scope.name
                     span_view = view(span, resource, scope, wanted)
                     end_ns = span_view.end_ns
-                    if end_ns > self._latest_ns or span_view.start_ns > end_ns:
+                    if end_ns > latest_ns or span_view.start_ns > end_ns:
                         self._clamp_times(span_view)  # rare: a clock ahead of ours
                     reading = read(span_view, patterns)
                     if reading is not None:
@@ -150,7 +151,7 @@ class Classifier:
                         found[span_view.span_id] = span
                         count = span_view.attribute_count
                         if count <= MAX_ATTRIBUTES:
-                            self.read[span_view.span_id] = (count, span_view.attributes)
+                            kept[span_view.span_id] = (count, span_view.attributes)
                         readings.append(reading)
         decider = self._decider
         for root, layers in self._layered(readings):
@@ -239,21 +240,22 @@ class Classifier:
         when both come in one request.
         """
         fresh: list[Reading] = []
+        # Each span's key, made once: the seen spans are kept by it, and its layers find it.
+        by_span: dict[tuple[str, bytes, bytes], Reading] = {}
+        seen, now, server = self._seen.add, self._now, Side.SERVER
         for reading in readings:
             span = reading.span
-            if self._seen.add((reading.tenant, span.trace_id, span.span_id), self._now):
+            key = (reading.tenant, span.trace_id, span.span_id)
+            if seen(key, now):
                 fresh.append(reading)
+                if reading.side is not server:
+                    by_span[key] = reading
             else:
                 self.stats.duplicate_spans += 1
                 self.duplicates.append(span.span_id)
-        if len(fresh) < 2:
+        if len(fresh) < 2 or not by_span:
             yield from ((reading, ()) for reading in fresh)
             return
-        by_span = {
-            (r.tenant, r.span.trace_id, r.span.span_id): r
-            for r in fresh
-            if r.side is not Side.SERVER
-        }
         outer: dict[int, Reading] = {}  # id(layer) -> the reading it is nested in
         for reading in fresh:
             span = reading.span
@@ -274,7 +276,7 @@ class Classifier:
         roots: list[Reading] = []
         layers: dict[int, list[Reading]] = {}
         for reading in fresh:
-            root = _outermost(reading, outer)
+            root = _outermost(reading, outer) if id(reading) in outer else reading
             if root is reading:
                 roots.append(reading)
             else:

@@ -118,7 +118,7 @@ class CallDecider:
             self._forget(pending)
             self._mark_done(pending.sought)
             verdict = self._pair_verdict(pending.verdict, pending.server_verdict)
-            events.append(self._call(pending.reading, None, verdict, pending.layers))
+            events.append(self._call(pending.reading, verdict, pending.layers))
         return events
 
     def _note(self, readings: Iterable[Reading], verdict: Verdict, fate: SpanFate) -> None:
@@ -148,15 +148,16 @@ class CallDecider:
         if side is not Side.SERVER:
             # Layers nested in this span or in its own layers that came in earlier requests
             # (each span exported as it ends) and wait for their other half: this span
-            # tells their call.
-            tenant, trace_id = reading.tenant, reading.span.trace_id
-            members = [reading, *layers]
-            for member in members:  # grows: a layer absorbed may hold one of its own
-                for nested in self._absorb_nested(tenant, trace_id, member.span.span_id):
-                    verdict = more_informative(verdict, nested.verdict)
-                    server_verdict = either_verdict(server_verdict, nested.server_verdict)
-                    layers += (nested.reading, *nested.layers)
-                    members += (nested.reading, *nested.layers)
+            # tells their call. (Mostly none is held: nothing to look up then.)
+            if self._held_by_parent:
+                tenant, trace_id = reading.tenant, reading.span.trace_id
+                members = [reading, *layers]
+                for member in members:  # grows: a layer absorbed may hold one of its own
+                    for nested in self._absorb_nested(tenant, trace_id, member.span.span_id):
+                        verdict = more_informative(verdict, nested.verdict)
+                        server_verdict = either_verdict(server_verdict, nested.server_verdict)
+                        layers += (nested.reading, *nested.layers)
+                        members += (nested.reading, *nested.layers)
             # A layer of a call held for its other half (a framework's span held for its
             # server's name, the SDK's client span under it exported later): it joins it.
             host = self._host(reading)
@@ -206,7 +207,7 @@ class CallDecider:
                 self._note(arriving, verdict, SpanFate.PENDING)
                 return ()
             merged = self._pair_verdict(verdict, server_verdict)
-            return (self._call(client, None, merged, layers),)
+            return (self._call(client, merged, layers),)
         # Both halves here (a server half nested in a client layer), or one span that
         # tells the whole call (a harness's, a framework's, with the SDK's span under it or
         # not): decided at once, as most framework runs export no server half at all.
@@ -233,7 +234,7 @@ class CallDecider:
                 self._note(arriving, verdict, SpanFate.PENDING)
                 return ()
         self._mark_done(sought)
-        return (self._call(reading, None, verdict, layers),)
+        return (self._call(reading, verdict, layers),)
 
     def _verdicts(self, readings: tuple[Reading, ...]) -> tuple[Verdict, Verdict | None]:
         """What the client-side spans of a call say, together, and what its server halves
@@ -263,7 +264,7 @@ class CallDecider:
         """
         if reading.side is Side.SERVER:
             return reading.span.flags & _REMOTE_PARENT != _REMOTE_PARENT
-        return self._server(reading.tool, *group) is not None
+        return self._server(reading.tool, group) is not None
 
     def _awaits_layer(self, client: Reading, layers: tuple[Reading, ...]) -> bool:
         """Whether a call whose both halves are in waits for the span its client half is
@@ -277,7 +278,7 @@ class CallDecider:
             client.side is Side.CLIENT
             and span.flags & _REMOTE_PARENT == _LOCAL_PARENT
             and bool(span.parent_span_id)
-            and self._server(client.tool, client, *layers) is None
+            and self._server(client.tool, (client, *layers)) is None
         )
 
     def _pair_verdict(self, client: Verdict, server: Verdict | None) -> Verdict:
@@ -317,6 +318,8 @@ class CallDecider:
     def _partner(self, sought: tuple[PairKey, ...]) -> Pending | None:
         """The held half found under the first of ``sought`` that finds one."""
         by_key = self._by_key
+        if not by_key:
+            return None  # nothing is held: the usual case, where each request is whole
         for key in sought:
             pending = by_key.get(key)
             if pending is not None:
@@ -346,15 +349,18 @@ class CallDecider:
         tool = self._told_parents.get((tenant, span.trace_id, span.span_id), now)
         return isinstance(tool, str) and same_names(reading.tool, tool)
 
-    def _remember_told(self, group: Iterable[Reading | None]) -> None:
-        now = self._now
+    def _remember_told(self, group: Iterable[Reading]) -> None:
+        spans: list[tuple[tuple[str, bytes, bytes], str]] = []
+        parents: list[tuple[tuple[str, bytes, bytes], str]] = []
         for member in group:
-            if member is None or member.side is Side.SERVER:
+            if member.side is Side.SERVER:
                 continue
             span, tenant, tool = member.span, member.tenant, member.tool
-            self._told_spans.set((tenant, span.trace_id, span.span_id), tool, now)
+            spans.append(((tenant, span.trace_id, span.span_id), tool))
             if span.parent_span_id:
-                self._told_parents.set((tenant, span.trace_id, span.parent_span_id), tool, now)
+                parents.append(((tenant, span.trace_id, span.parent_span_id), tool))
+        self._told_spans.set_all(spans, self._now)
+        self._told_parents.set_all(parents, self._now)
 
     def _forget(self, pending: Pending) -> None:
         del self._held[id(pending)]
@@ -376,77 +382,67 @@ class CallDecider:
                 del held_spans[key]
 
     def _mark_done(self, keys: Iterable[PairKey]) -> None:
-        for key in keys:
-            self._done.set(key, self._now)
+        self._done.set_all(keys, self._now)
 
     def _learn_session(self, reading: Reading) -> None:
         if reading.session_id and reading.server:
             self._sessions[(reading.tenant, reading.session_id)] = reading.server
 
-    def _server(self, tool: str, *readings: Reading | None) -> str | None:
+    def _server(self, tool: str, readings: tuple[Reading, ...]) -> str | None:
         for reading in readings:
-            if reading is not None and reading.server:
+            if reading.server:
                 return reading.server
         prefix = server_prefix(tool)
         if prefix:
             return prefix
         for reading in readings:
-            if reading is not None and reading.session_id:
+            if reading.session_id:
                 known = self._sessions.get((reading.tenant, reading.session_id))
                 if known:
                     return known
         return self.config.tool_servers.get(tool)
 
-    def _turn(self, first: Reading, *others: Reading | None) -> tuple[str, int | None]:
+    def _turn(self, told: tuple[Reading, ...]) -> tuple[str, int | None]:
         """The turn and round the first reading names, else the next that does; the first's
         trace id (hex) when none names a turn."""
         turn: str | None = None
         round_: int | None = None
-        for reading in (first, *others):
-            if reading is None:
-                continue
+        turn_keys, round_keys = self.config.turn_keys, self.config.round_keys
+        for reading in told:
             attrs = reading.span.attributes
             if not turn:
-                for key in self.config.turn_keys:
+                for key in turn_keys:
                     value = attrs.get(key)
                     if value:
                         turn = str(value)
                         break
             if round_ is None:
-                for key in self.config.round_keys:
+                for key in round_keys:
                     value = attrs.get(key)
                     if isinstance(value, int) and not isinstance(value, bool):
                         round_ = value
                         break
         if not turn:
-            turn = root_session(first, *others)
+            turn = root_session(told)
         if turn is not None and len(turn) > self.config.max_name_chars:
             self.stats.cut_names += 1
             turn = turn[: self.config.max_name_chars]
         if turn is not None and not turn.isascii():
             turn = encodable(turn)
-        return turn or first.span.trace_id.hex(), round_
+        return turn or told[0].span.trace_id.hex(), round_
 
     def _call(
-        self,
-        reading: Reading,
-        partner: Reading | None,
-        verdict: Verdict,
-        layers: tuple[Reading, ...] = (),
+        self, client: Reading, verdict: Verdict, layers: tuple[Reading, ...] = ()
     ) -> ToolCall:
-        # The client's view is the harness's: its times, and its identity where it has one.
-        other: Reading | None
-        if partner is not None and partner.side is Side.CLIENT:
-            client, other = partner, reading
-        else:
-            client, other = reading, partner
-        told = (client, other, *layers)
+        """The call ``client`` tells (the harness's view: its times, and its identity where
+        it has one), with the spans of its other layers and halves, ``layers``."""
+        told = (client, *layers)
         tool = call_tool(told)
-        server = self._server(tool, *told)
-        turn, round_ = self._turn(client, other, *layers)
+        server = self._server(tool, told)
+        turn, round_ = self._turn(told)
         print_ = call_fingerprint(server, tool, told)
         span = client.span
-        spans = tuple(r.span.span_id for r in told if r is not None)
+        spans = tuple([r.span.span_id for r in told])
         self._remember_told(told)
         return build_tool_call(
             turn=turn,
@@ -466,7 +462,7 @@ class CallDecider:
         )
 
     def _listing(self, reading: Reading, layers: tuple[Reading, ...] = ()) -> ToolListing:
-        turn, round_ = self._turn(reading)
+        turn, round_ = self._turn((reading,))
         counts, problems = listing_counts(reading.counts)
         if problems:
             self.stats.malformed_listings += 1

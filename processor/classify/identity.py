@@ -8,7 +8,6 @@ names made encodable before anything keeps them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from mcp_breaker_client.shared.fingerprint import fingerprint
 
@@ -23,27 +22,25 @@ def encodable(name: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", name)
 
 
-def call_fingerprint(server: str | None, tool: str, told: Iterable[Reading | None]) -> str | None:
+def call_fingerprint(server: str | None, tool: str, told: tuple[Reading, ...]) -> str | None:
     """From the arguments a span of the call recorded, the client's first; else from a
     digest of them; None when none recorded any."""
-    readings = [r for r in told if r is not None]
-    for reading in readings:
+    for reading in told:
         if reading.has_arguments:
             return fingerprint(server, tool, reading.arguments)
-    for reading in readings:
+    for reading in told:
         if reading.arguments_digest:
             return fingerprint(server, tool, {"args_hash": reading.arguments_digest})
     return None
 
 
-def root_session(*told: Reading | None) -> str | None:
+def root_session(told: tuple[Reading, ...]) -> str | None:
     """Where a framework exports each tool call as the root of a trace of its own, the
     conversation it names (``gen_ai.conversation.id``, OpenInference's ``session.id``)
     stands for the turn; an MCP session id does not, as one session outlives many turns."""
     for reading in told:
         if (
-            reading is not None
-            and reading.session_id
+            reading.session_id
             and reading.dialect not in MCP_DIALECTS
             and not reading.span.parent_span_id
         ):
@@ -51,11 +48,13 @@ def root_session(*told: Reading | None) -> str | None:
     return None
 
 
-def call_tool(told: Iterable[Reading | None]) -> str:
+def call_tool(told: tuple[Reading, ...]) -> str:
     """The call's tool as the MCP layer names it (a framework may prefix it with its
     toolset's name), else as the first span that names one does."""
-    readings = [r for r in told if r is not None and r.tool]
-    for reading in readings:
-        if reading.dialect in MCP_DIALECTS:
+    for reading in told:
+        if reading.tool and reading.dialect in MCP_DIALECTS:
             return reading.tool
-    return readings[0].tool if readings else ""
+    for reading in told:
+        if reading.tool:
+            return reading.tool
+    return ""

@@ -65,19 +65,25 @@ class ExpiringKeys:
         return False
 
     def set(self, key: Hashable, now: float) -> None:
-        expiring = self._expires
-        # What is due goes first, in the order set, stopping at the first that is not due
-        # (as TTLCache's expiry list does, even should the clock have gone back).
-        while expiring:
-            first = next(iter(expiring))
-            if now < expiring[first]:
-                break
-            del expiring[first]
-        if key in expiring:
-            expiring.move_to_end(key)
-        elif len(expiring) >= self._max_keys:
-            expiring.popitem(last=False)
-        expiring[key] = now + self._ttl_s
+        self.set_all((key,), now)
+
+    def set_all(self, keys: Iterable[Hashable], now: float) -> None:
+        """``set`` for each of ``keys``, in order, in one call: a call is marked decided by
+        every key its halves are found by."""
+        expiring, max_keys, expires = self._expires, self._max_keys, now + self._ttl_s
+        for key in keys:
+            # What is due goes first, in the order set, stopping at the first that is not
+            # due (as TTLCache's expiry list does, even should the clock have gone back).
+            while expiring:
+                first = next(iter(expiring))
+                if now < expiring[first]:
+                    break
+                del expiring[first]
+            if key in expiring:
+                expiring.move_to_end(key)
+            elif len(expiring) >= max_keys:
+                expiring.popitem(last=False)
+            expiring[key] = expires
 
 
 class ExpiringValues:
@@ -100,14 +106,19 @@ class ExpiringValues:
         return kept[1]
 
     def set(self, key: Hashable, value: object, now: float) -> None:
-        kept = self._kept
-        while kept:
-            first = next(iter(kept))
-            if now < kept[first][0]:
-                break
-            del kept[first]
-        if key in kept:
-            kept.move_to_end(key)
-        elif len(kept) >= self._max_keys:
-            kept.popitem(last=False)
-        kept[key] = (now + self._ttl_s, value)
+        self.set_all(((key, value),), now)
+
+    def set_all(self, items: Iterable[tuple[Hashable, object]], now: float) -> None:
+        """``set`` for each key and value of ``items``, in order, in one call."""
+        kept, max_keys, expires = self._kept, self._max_keys, now + self._ttl_s
+        for key, value in items:
+            while kept:
+                first = next(iter(kept))
+                if now < kept[first][0]:
+                    break
+                del kept[first]
+            if key in kept:
+                kept.move_to_end(key)
+            elif len(kept) >= max_keys:
+                kept.popitem(last=False)
+            kept[key] = (expires, value)
