@@ -1,6 +1,7 @@
 # Sourced by scripts/test: the Debian packages the tests run for real (Prometheus and its
 # promtool; curl, which the quickstart's commands use; Chromium, which renders the analyze
-# command's HTML report; redis-server, for the replicas' shared state). Installed with apt
+# command's HTML report; redis-server, for the replicas' shared state; valgrind, which
+# bench/instructions.py counts instructions with). Installed with apt
 # when missing and we are root; otherwise say what to install.
 ensure_system_packages() {
     local missing=()
@@ -8,6 +9,7 @@ ensure_system_packages() {
     command -v curl >/dev/null || missing+=(curl)  # docs/quickstart.md's commands use it
     command -v chromium >/dev/null || missing+=(chromium)
     command -v redis-server >/dev/null || missing+=(redis-server)  # the shared-state tests
+    command -v valgrind >/dev/null || missing+=(valgrind)  # bench/instructions.py counts with it
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "installing ${missing[*]} with apt-get ..." >&2

@@ -4,6 +4,7 @@ timing belongs in benchmarks, never in tests)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,8 +29,9 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
             "checks: ok",
         ),
         ("stall.py", ["--repeats", "1"], "checks: ok"),
+        ("sharing.py", ["--rounds", "1", "--requests", "4"], "two workers / one"),
     ],
-    ids=["classify", "engines", "delivery", "stall"],
+    ids=["classify", "engines", "delivery", "stall", "sharing"],
 )
 def test_the_benchmark_runs(script: str, args: list[str], expected: str) -> None:
     result = subprocess.run(
@@ -41,6 +43,29 @@ def test_the_benchmark_runs(script: str, args: list[str], expected: str) -> None
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert expected in result.stdout
+
+
+def test_the_instruction_count_runs_and_checks_its_own_work(tmp_path: Path) -> None:
+    """One request of one payload under valgrind: every workload counted (more than
+    nothing), the run's own checks pass, and the goal's ratio is printed."""
+    if shutil.which("valgrind") is None:
+        pytest.fail("valgrind is not on PATH (Debian/Ubuntu: apt-get install valgrind)")
+    figures = tmp_path / "instructions.json"
+    args = ["--requests", "1", "--variants", "mixed", "--json", str(figures)]
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "instructions.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=500,
+        cwd=BENCH.parent,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "stage / floor" in result.stdout
+    assert "checks: ok" in result.stdout
+    row = json.loads(figures.read_text())["rows"]["mixed"]
+    assert set(row["instructions"]) == {"parse+serialize", "naive", "floor", "stage"}
+    assert all(count > 0 for count in row["instructions"].values())
+    assert row["said"]["stage"]["mcp_spans"] == row["said"]["floor"]["mcp_spans"] > 0
 
 
 def test_the_hop_benchmark_runs_every_hop_and_checks_its_own_work(tmp_path: Path) -> None:
