@@ -13,10 +13,10 @@ Appends number and add in one Lua script, so the stream's order is the numbers' 
 An entry holds a run of one replica's events (consecutive uids, at most
 ``MAX_EVENTS_PER_ENTRY`` and about ``ENTRY_BYTES``), their payloads joined by newlines
 (an event's JSON holds none): ``n`` and ``u`` are the first event's position and uid, the
-next ones count on from them. Reading and appending cost per entry, not per event: per
-event, a run of 100 costs a reader some 0.3 µs against 9 µs for an entry each, and Redis a
-twentieth of its own cost (bench/sharing.py's notes, docs/scaling.md). An entry of one
-event is written as before batching was.
+next ones count on from them. Reading and appending cost mostly per entry, not per event:
+on the mixed payload, appending and reading an event cost 4.1 µs here and in Redis
+together against 9.4 with an entry each (bench/sharing.py; docs/scaling.md, "What sharing
+costs"). An entry of one event is written as before batching was.
 """
 
 from __future__ import annotations
