@@ -288,11 +288,11 @@ class Forwarder:
             self._in_flight += 1
             try:
                 try:
-                    payloads = await self._store.payloads(parts)
+                    readable, payloads = parts, await self._store.payloads(parts)
                 except QueueStorageError as error:
-                    self._cannot_read(parts, error)
-                else:
-                    await self._deliver_parts(parts, payloads)
+                    readable, payloads = await self._read_each(parts, error)
+                if readable:
+                    await self._deliver_parts(readable, payloads)
                 # Only now does it leave the disk: a crash before this sends it again.
                 await self._store.remove(parts)
             finally:
@@ -417,6 +417,27 @@ class Forwarder:
             who = culprit(piece.sender, piece.payload)
             self._on_rejected(who.service, piece.span_count)
             self._rejections.refused(who, piece.span_count, failure.detail, whole=not exact)
+
+    async def _read_each(
+        self, parts: list[Held], error: QueueStorageError
+    ) -> tuple[list[Held], list[bytes]]:
+        """A batch the store could not read whole (a disk queue after a power loss without
+        fsync may keep a request's row and not its bytes): each request read alone, and
+        only those that cannot be given up, so a damaged one takes no other with it."""
+        if len(parts) == 1:
+            self._cannot_read(parts, error)
+            return [], []
+        readable: list[Held] = []
+        payloads: list[bytes] = []
+        for part in parts:
+            try:
+                (payload,) = await self._store.payloads([part])
+            except QueueStorageError as each_error:
+                self._cannot_read([part], each_error)
+            else:
+                readable.append(part)
+                payloads.append(payload)
+        return readable, payloads
 
     def _cannot_read(self, parts: list[Held], error: QueueStorageError) -> None:
         spans = sum(p.span_count for p in parts)

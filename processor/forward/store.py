@@ -2,13 +2,15 @@
 
 The queue (``queue.py``) decides what it admits and when it sends; a store only keeps.
 ``MemoryStore`` keeps each request's bytes in the queue's own entries: nothing survives the
-process. ``DiskStore`` keeps them in one SQLite database in ``forward.queue.directory``:
+process. ``DiskStore`` keeps them in ``forward.queue.directory``: a row per request in one
+SQLite database, and the request's bytes appended to a segment file the row points to
+(``segments.py``: written once, rather than twice by SQLite):
 
 - an appended request is committed before ``append`` returns, so the sender is told OK
-  only once the request is on disk (``forward.queue.fsync`` decides whether the commit also
-  waits for the disk itself: without it a commit survives the process being killed, with
-  it a power loss too);
-- a request is deleted only once the next hop took it (or it was given up on, counted and
+  only once the request is on disk: its bytes are written first, then its row is committed
+  (``forward.queue.fsync`` decides whether both also wait for the disk itself: without it
+  a commit survives the process being killed, with it a power loss too);
+- a request's row is deleted only once the next hop took it (or it was given up on, counted and
   logged), so a crash at any point leaves it on disk, and the next start sends it again:
   at least once, never silently lost;
 - the queue's bounds hold for the disk: a request leaves the bound only once its row is
@@ -16,9 +18,11 @@ process. ``DiskStore`` keeps them in one SQLite database in ``forward.queue.dire
   request is sent without being read back; what is beyond it, and what a previous run
   left, is read from the disk when it is sent.
 
-Why SQLite: it is in the standard library, and its commit is atomic and durable by design
-(tested far beyond anything a file format of our own would be); WAL mode makes a commit one
-append to the write-ahead log, and lets a delete of a delivered request cost little. The
+Why SQLite for the rows: it is in the standard library, and its commit is atomic and durable
+by design (tested far beyond anything a file format of our own would be), so what is held
+is exactly what was committed; WAL mode makes a commit one append to the write-ahead log.
+A database written by an earlier version (layout 1: the bytes in the rows) is read as it is
+and given the columns of layout 2; its old rows are sent from their blobs. The
 store holds a lock on a file beside the database (``flock``, released by the kernel when
 the process ends, however it ends), so a second process pointed at the same directory fails
 at start-up instead of sending the same spans twice.
@@ -47,6 +51,7 @@ from pathlib import Path
 from typing import Protocol
 
 from processor.errors import QueueStorageError, StartupError
+from processor.forward.segments import Segments
 from processor.inflight.stage import Prepared
 from processor.request.sender import Sender
 
@@ -54,7 +59,7 @@ log = logging.getLogger(__name__)
 
 FILE_NAME = "forward-queue.sqlite3"
 LOCK_NAME = "forward-queue.lock"  # held while a store has the database open
-SCHEMA_VERSION = 1  # PRAGMA user_version: a database written by another layout is refused
+SCHEMA_VERSION = 2  # PRAGMA user_version: layout 1 is upgraded, any other one refused
 # After a checkpoint the write-ahead log is cut back to this, so it does not keep the size
 # of the largest burst it ever held; above what it reaches between two checkpoints, so it is
 # overwritten in place rather than cut and grown again (which costs the file system more).
@@ -64,12 +69,11 @@ WAL_SIZE_LIMIT_BYTES = 32 * 1024 * 1024
 # one such stretch and copied once for many commits (with SQLite's default, 4 MiB, a span
 # was written 1.8 times).
 WAL_CHECKPOINT_BYTES = 16 * 1024 * 1024
-COMMIT_PAGES = 3  # what a commit writes to the log besides the blobs: leaf, free list, header
-# SQLite's work is per page (a frame header and checksum in the log, a link in the
-# overflow chain): a request of 200 KB is 26 pages of 8 KiB rather than 51 of 4 KiB, a
-# third less CPU to commit it; at most one page per request is left unused. Set when the
-# database is created: one made before keeps its own.
-PAGE_SIZE_BYTES = 8 * 1024
+COMMIT_PAGES = 3  # what a commit writes to the log, about: the rows' leaves and their parent
+# The rows are small (the bytes are in the segments): SQLite's default page, since a commit
+# writes each page it touches whole into the log. Set when the database is created: one
+# made before (with 8 KiB pages, for the blobs it held) keeps its own.
+PAGE_SIZE_BYTES = 4 * 1024
 # Requests are also kept in memory up to this many bytes (the memory queue's default bound),
 # so they are sent from there rather than read back from the disk they were just written
 # to; beyond it, and what a previous run left, they are read back when they are sent.
@@ -81,9 +85,14 @@ CREATE TABLE IF NOT EXISTS requests (
     size INTEGER NOT NULL,  -- bytes of payload, kept so recovery need not read them
     peer TEXT NOT NULL,  -- who sent it, to name them if the next hop refuses it
     tenant TEXT,
-    payload BLOB NOT NULL  -- the encoded ExportTraceServiceRequest, as it will be sent
+    payload BLOB NOT NULL  -- layout 1: the request's bytes; empty from layout 2 on
 )
 """
+# Layout 2: the bytes are in a segment file (segments.py); NULL in a row of layout 1.
+_LAYOUT_2 = (
+    "ALTER TABLE requests ADD COLUMN segment INTEGER",
+    "ALTER TABLE requests ADD COLUMN position INTEGER",  # where its record begins in it
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +158,9 @@ class MemoryStore:
 
 
 class DiskStore:
-    """SQLite in WAL mode: one writer thread, group commit, checkpoints on a connection
-    and a thread of their own, and a copy of the bytes in memory. Opened at start-up."""
+    """Rows in SQLite (WAL mode), bytes in segment files: one writer thread, group commit,
+    checkpoints on a connection and a thread of their own, and a copy of the bytes in
+    memory. Opened at start-up."""
 
     durable = True
 
@@ -172,12 +182,24 @@ class DiskStore:
             self._db.close()
             os.close(self._lock)
             raise
+        rows = self._db.execute(
+            "SELECT id, spans, size, peer, tenant, segment, position FROM requests ORDER BY id"
+        ).fetchall()
         self._recovered = [
             Held(key, spans, size, Sender(peer=peer, tenant=tenant))
-            for key, spans, size, peer, tenant in self._db.execute(
-                "SELECT id, spans, size, peer, tenant FROM requests ORDER BY id"
-            )
+            for key, spans, size, peer, tenant, _, _ in rows
         ]
+        left = {row[0]: (row[5], row[6]) for row in rows if row[5] is not None}
+        try:
+            self._segments = Segments(Path(directory), fsync=fsync, left=left)
+        except OSError as error:
+            self._checkpointer.close()
+            self._db.close()
+            os.close(self._lock)
+            raise StartupError(
+                f"forward.queue.directory: cannot use {directory!r}: {error}"
+            ) from None
+        self._next_key = rows[-1][0] + 1 if rows else 1  # keys keep arrival order
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="disk-queue")
         self._checkpoint_thread = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="disk-queue-checkpoint"
@@ -185,6 +207,7 @@ class DiskStore:
         self._checkpoint: asyncio.Task[None] | None = None
         self._logged_bytes = 0  # written to the log since the last checkpoint began (about)
         self._memory_limit_bytes = memory_limit_bytes
+        self._page_size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
         self._in_memory_bytes = 0  # payloads the Held entries carry, not yet removed
         self._next: _Transaction | None = None  # what the next commit writes
         self._writer: asyncio.Task[None] | None = None
@@ -206,23 +229,28 @@ class DiskStore:
         return Held(key, batch.span_count, size, batch.sender, batch.payload)
 
     async def payloads(self, held: Sequence[Held]) -> list[bytes]:
-        keys = [h.key for h in held if h.payload is None]
+        on_disk = [h for h in held if h.payload is None]
         found: dict[int, bytes] = {}
-        if keys:
+        if on_disk:
             loop = asyncio.get_running_loop()
             try:
-                found = await loop.run_in_executor(self._thread, self._select, keys)
-            except sqlite3.Error as error:
+                found = await loop.run_in_executor(self._thread, self._read, on_disk)
+            except (sqlite3.Error, OSError) as error:
                 raise QueueStorageError(f"cannot read from {self.where}: {error}") from None
-            if len(found) != len(keys):
-                missing = len(keys) - len(found)
+            if len(found) != len(on_disk):
+                missing = len(on_disk) - len(found)
                 raise QueueStorageError(f"{self.where}: {missing} requests are missing")
         return [h.payload if h.payload is not None else found[h.key] for h in held]
 
-    def _select(self, keys: list[int]) -> dict[int, bytes]:
-        marks = ",".join("?" * len(keys))
-        rows = self._db.execute(f"SELECT id, payload FROM requests WHERE id IN ({marks})", keys)
-        return {key: bytes(payload) for key, payload in rows}
+    def _read(self, held: list[Held]) -> dict[int, bytes]:
+        """From their segments; from their rows, those a database of layout 1 held."""
+        found = {h.key: self._segments.read(h.key, h.size) for h in held if h.key in self._segments}
+        in_rows = [h.key for h in held if h.key not in found]
+        if in_rows:
+            marks = ",".join("?" * len(in_rows))
+            query = f"SELECT id, payload FROM requests WHERE id IN ({marks})"
+            found.update((key, bytes(payload)) for key, payload in self._db.execute(query, in_rows))
+        return found
 
     async def remove(self, held: Sequence[Held]) -> None:
         """Returns once they are deleted (so the bound holds for the disk), committed with
@@ -260,15 +288,13 @@ class DiskStore:
                 batches, removals = transaction.batches, transaction.removals
                 try:
                     keys = await loop.run_in_executor(self._thread, self._commit, removals, batches)
-                except sqlite3.Error as error:
+                except (sqlite3.Error, OSError) as error:
                     failure = QueueStorageError(f"cannot write to {self.where}: {error}")
                     transaction.committed.set_exception(failure)
                     transaction.committed.exception()  # its callers may all be gone: retrieved
                 else:
                     transaction.committed.set_result(keys)
-                    self._logged_bytes += COMMIT_PAGES * PAGE_SIZE_BYTES + sum(
-                        len(batch.payload) for batch in batches
-                    )
+                    self._logged_bytes += COMMIT_PAGES * self._page_size
                     self._checkpoint_if_due()
         finally:
             self._writer = None
@@ -297,32 +323,41 @@ class DiskStore:
             self._checkpoint = None
 
     def _commit(self, removals: list[int], batches: list[Prepared]) -> list[int]:
-        """One transaction for every request waiting and every removal: all, or none."""
+        """One transaction for every request waiting and every removal: all, or none. The
+        bytes are written (and with fsync, synced) before the rows that point to them are
+        committed; a segment is deleted only once its last row's delete is."""
+        keys = list(range(self._next_key, self._next_key + len(batches)))
+        self._next_key += len(batches)  # a key is never used twice, even if this fails
+        try:
+            places = self._segments.write(zip(keys, (b.payload for b in batches), strict=True))
+            self._segments.sync()
+            rows = [
+                (key, b.span_count, len(b.payload), b.sender.peer, b.sender.tenant, *place)
+                for key, b, place in zip(keys, batches, places, strict=True)
+            ]
+            self._commit_rows(removals, rows)
+        except BaseException:
+            self._segments.release(keys)  # not committed: their bytes are never read
+            raise
+        self._segments.release(removals)
+        return keys
+
+    def _commit_rows(self, removals: list[int], rows: Sequence[tuple[object, ...]]) -> None:
         db = self._db
-        keys = []
         db.execute("BEGIN IMMEDIATE")
         try:
             if removals:
                 marks = ",".join("?" * len(removals))
                 db.execute(f"DELETE FROM requests WHERE id IN ({marks})", removals)
-            for batch in batches:
-                cursor = db.execute(
-                    "INSERT INTO requests (spans, size, peer, tenant, payload) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (
-                        batch.span_count,
-                        len(batch.payload),
-                        batch.sender.peer,
-                        batch.sender.tenant,
-                        batch.payload,
-                    ),
-                )
-                keys.append(int(cursor.lastrowid or 0))
+            db.executemany(
+                "INSERT INTO requests (id, spans, size, peer, tenant, payload, segment, position) "
+                "VALUES (?, ?, ?, ?, ?, x'', ?, ?)",
+                rows,
+            )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        return keys
 
     async def close(self) -> None:
         # Commits and a checkpoint under way finish first (a commit may start a checkpoint).
@@ -331,6 +366,7 @@ class DiskStore:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._checkpoint_thread, self._checkpointer.close)
         await loop.run_in_executor(self._thread, self._db.close)
+        await loop.run_in_executor(self._thread, self._segments.close)
         self._checkpoint_thread.shutdown(wait=True)
         self._thread.shutdown(wait=True)
         os.close(self._lock)
@@ -383,13 +419,17 @@ def _open(directory: Path, *, fsync: bool) -> sqlite3.Connection:
         db.execute("BEGIN IMMEDIATE")
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
         tables = db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'requests'")
-        if version not in (0, SCHEMA_VERSION) or (version == 0 and tables.fetchone()[0]):
+        if version not in (0, 1, SCHEMA_VERSION) or (version == 0 and tables.fetchone()[0]):
             db.execute("ROLLBACK")
             raise StartupError(
                 f"{key}: {str(path)!r} was not written by this version of mcp-breaker "
                 f"(layout {version}, expected {SCHEMA_VERSION}); move it aside"
             )
-        db.execute(_SCHEMA)
+        if version == 0:
+            db.execute(_SCHEMA)
+        if version < 2:  # a new database, or one of layout 1 (its rows keep their bytes)
+            for statement in _LAYOUT_2:
+                db.execute(statement)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("COMMIT")
     except sqlite3.Error as error:
