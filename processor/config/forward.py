@@ -43,7 +43,7 @@ class ForwardProtocol(enum.StrEnum):
 
 class QueueStorage(enum.StrEnum):
     MEMORY = "memory"  # lost with the process; nothing written anywhere
-    DISK = "disk"  # SQLite in forward.queue.directory: survives a crash and a restart
+    DISK = "disk"  # files in forward.queue.directory: survives a crash and a restart
 
 
 class Compression(enum.StrEnum):
