@@ -12,6 +12,15 @@ between rows is that part's cost:
     sinks      + the metrics and the advisories, as Service wires them
     strip      + forward.strip_attributes (its default keys): what serve runs
 
+Then ``steady``: serve's stage once its memory is full, as it is after a few minutes in
+service. Fresh requests go through one Service until the classifier remembers as many
+spans as it may (classify.max_seen_spans; every other bound fills sooner on these
+payloads), and only then are requests timed: each span now also evicts what it displaces,
+and what is kept is as large as it gets, so that every map looked up is out of the CPU's
+caches and the garbage collector walks what each call leaves behind. Its share is given:
+the time of its collections, from ``gc.callbacks``. Every round counts (not the best of
+them, which would be one the collector skipped), each four times a fresh round's requests.
+
 Two in-process baselines in the same run: decoding and encoding the whole request
 (``parse+serialize``), and the naive hop's work (parse, add one attribute to each MCP
 span, serialize). Each round builds everything anew, so every span is new to it (no
@@ -19,13 +28,14 @@ duplicates, nothing absorbed); CPU time, best of several rounds, with the garbag
 collector tuned as serve tunes it (server.tune_garbage_collection). The run checks its work:
 every MCP span of every request classified, none a duplicate, no analysis error.
 
-    .venv/bin/python bench/classify.py [--rounds 5] [--requests 64]
+    .venv/bin/python bench/classify.py [--rounds 5] [--requests 64] [--seen-spans N]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +47,7 @@ from payload_spans import SPANS_PER_REQUEST
 from processor.classify.classifier import Classifier
 from processor.classify.dialects import may_be_mcp
 from processor.config import ServiceConfig
+from processor.config.classify import DEFAULT_MAX_SEEN_SPANS
 from processor.engines.breaker import Breaker
 from processor.inflight.pipeline import Pipeline
 from processor.inflight.stage import Stage
@@ -168,6 +179,71 @@ def measure(variant: str, rounds: int, requests: int) -> dict[str, float]:
     return row
 
 
+class CollectorTime:
+    """CPU the garbage collector's collections take, while attached."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+        self._started = 0
+
+    def __enter__(self) -> CollectorTime:
+        gc.callbacks.append(self._observe)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._observe)
+
+    def _observe(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.process_time_ns()
+        else:
+            self.ns += time.process_time_ns() - self._started
+
+
+def steady(variant: str, rounds: int, requests: int, seen_spans: int) -> dict[str, float]:
+    """serve's stage with its memory full (see the module's docstring)."""
+    templates = build_templates(variant)
+    fresh = Fresh(templates)
+    config = ServiceConfig()
+    config = dataclasses.replace(
+        config, classify=dataclasses.replace(config.classify, max_seen_spans=seen_spans)
+    )
+    service = Service(config)
+    classifier = service.pipeline.classifier
+
+    def batch() -> list[bytes]:
+        return [fresh.render(templates[i % len(templates)]) for i in range(requests)]
+
+    while classifier.seen_spans < seen_spans:
+        for payload in batch():
+            service.stage.from_protobuf(payload)
+    # Every round added up, not the best: the collector's work comes every so many
+    # requests, and the best round would be one it skipped.
+    spent_ns = collector_ns = mcp_spans = 0
+    for _ in range(rounds):
+        payloads = batch()
+        expected_mcp = sum(_mcp_spans(p) for p in payloads)
+        run = Run()
+        with CollectorTime() as collector:
+            started = time.process_time_ns()
+            for payload in payloads:
+                service.stage.from_protobuf(payload)
+                run.count(classifier)
+            spent_ns += time.process_time_ns() - started
+        collector_ns += collector.ns
+        mcp_spans += expected_mcp
+        run.errors = int(service.registry.get_sample_value(STAGE_ERRORS) or 0)
+        problems = _check("steady", run, expected_mcp)
+        if problems:
+            raise SystemExit(f"{variant}/steady: " + "; ".join(problems))
+    spans = rounds * requests * SPANS_PER_REQUEST
+    return {
+        "steady_ns_per_span": spent_ns / spans,
+        "steady_ns_per_mcp_span": spent_ns / mcp_spans,
+        "steady_collector_share": collector_ns / spent_ns,
+    }
+
+
 def _mcp_spans(payload: bytes) -> int:
     request = ExportTraceServiceRequest.FromString(payload)
     return sum(
@@ -194,9 +270,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="best of this many rounds")
     parser.add_argument("--requests", type=int, default=64, help="fresh requests per round")
+    parser.add_argument(
+        "--seen-spans",
+        type=int,
+        default=DEFAULT_MAX_SEEN_SPANS,
+        help="classify.max_seen_spans for the steady row: its memory is full at this many",
+    )
     args = parser.parse_args()
     tune_garbage_collection()  # as serve runs
     rows = {variant: measure(variant, args.rounds, args.requests) for variant in VARIANTS}
+    for variant in VARIANTS:
+        # Four times the requests of a fresh round: enough for the collector to come.
+        steady_requests = 4 * args.requests
+        rows[variant].update(steady(variant, args.rounds, steady_requests, args.seen_spans))
+        rows[variant]["steady_over_fresh"] = (
+            rows[variant]["steady_ns_per_span"] / rows[variant]["strip_ns_per_span"]
+        )
     labels = [
         ("mcp_spans_per_request", "MCP spans per 512-span request", "{:.0f}"),
         ("parse+serialize_ns_per_span", "parse + serialize, ns/span", "{:,.0f}"),
@@ -205,6 +294,10 @@ def main() -> int:
         ("serve_over_naive", "serve's stage / naive hop's work", "{:.2f}"),
         *((f"{name}_ns_per_mcp_span", f"  {name}, ns per MCP span", "{:,.0f}") for name in STAGES),
         ("classify_alone_ns_per_mcp_span", "classify alone, ns per MCP span", "{:,.0f}"),
+        ("steady_ns_per_span", "steady: serve's stage, memory full, ns/span", "{:,.0f}"),
+        ("steady_ns_per_mcp_span", "  the same, ns per MCP span", "{:,.0f}"),
+        ("steady_over_fresh", "  steady / fresh (serve's stage row)", "{:.2f}"),
+        ("steady_collector_share", "  of it, garbage collection", "{:.0%}"),
     ]
     print(f"{'':44}" + "".join(f"{v:>18}" for v in VARIANTS))
     for key, label, form in labels:

@@ -21,7 +21,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 @pytest.mark.parametrize(
     ("script", "args", "expected"),
     [
-        ("classify.py", ["--rounds", "1"], "classify alone, ns per MCP span"),
+        ("classify.py", ["--rounds", "1", "--seen-spans", "20000"], "of it, garbage collection"),
         ("engines.py", ["--events", "500", "--rounds", "1"], "memory per tracked turn"),
         (
             "delivery.py",

@@ -28,7 +28,10 @@ class AnnotationMemory:
         self._ttl_s = ttl_s
         self._clock = clock
         self._kept: dict[SpanKey, Values] = {}
-        self._order: deque[tuple[float, SpanKey]] = deque()
+        # The keys in the order kept, and when: two deques rather than one of pairs, which
+        # would be one more object per span for the garbage collector to walk.
+        self._order: deque[SpanKey] = deque()
+        self._times: deque[float] = deque()
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -36,14 +39,15 @@ class AnnotationMemory:
     def keep(self, key: SpanKey, values: Values) -> None:
         """What was written on the span ``key``; added to what it was given before."""
         now = self._clock()
-        order, kept = self._order, self._kept
+        times, kept = self._times, self._kept
         # _forget_old's own test, first: one span is kept per MCP span, and most find
         # nothing to forget (the call is what costs).
-        if order and (len(kept) >= self._max_spans or now - order[0][0] >= self._ttl_s):
+        if times and (len(kept) >= self._max_spans or now - times[0] >= self._ttl_s):
             self._forget_old(now)
         earlier = kept.get(key)
         if earlier is None:
-            order.append((now, key))
+            self._order.append(key)
+            times.append(now)
             kept[key] = values
         elif earlier is not values:  # a span annotated twice in one request: both kept
             kept[key] = {**values, **earlier}
@@ -53,7 +57,7 @@ class AnnotationMemory:
         return self._kept.get(key)
 
     def _forget_old(self, now: float) -> None:
-        order, kept = self._order, self._kept
-        while order and (len(kept) >= self._max_spans or now - order[0][0] >= self._ttl_s):
-            _, key = order.popleft()
-            kept.pop(key, None)
+        order, times, kept = self._order, self._times, self._kept
+        while times and (len(kept) >= self._max_spans or now - times[0] >= self._ttl_s):
+            times.popleft()
+            kept.pop(order.popleft(), None)

@@ -33,6 +33,7 @@ def more_informative(a: Verdict, b: Verdict) -> Verdict:
 
 
 PairKey = tuple[object, ...]
+_CLIENT, _SERVER = Side.CLIENT.value, Side.SERVER.value  # plain str, as the keys hold them
 
 
 @dataclass(slots=True)
@@ -126,18 +127,20 @@ def _pairing_keys(
     Each key names the side it belongs to, so two client halves that happen to share a
     request id are never taken for a pair.
     """
-    other = Side.SERVER if side is Side.CLIENT else Side.CLIENT
+    # The sides as plain strings: a tuple of strings and bytes is one the garbage collector
+    # stops tracking, where a Side in it would keep every key kept here in its sight.
+    mine, other = (_CLIENT, _SERVER) if side is Side.CLIENT else (_SERVER, _CLIENT)
     trace_id, request_id = reading.span.trace_id, reading.request_id
     if request_id is None:
         if not link:
             return (), ()
-        return (("span", side, trace_id, link),), (("span", other, trace_id, link),)
-    by_request = ("request", side, trace_id, request_id, reading.tool)
+        return (("span", mine, trace_id, link),), (("span", other, trace_id, link),)
+    by_request = ("request", mine, trace_id, request_id, reading.tool)
     other_by_request = ("request", other, trace_id, request_id, reading.tool)
     if not link:
         return (by_request,), (other_by_request,)
     return (
-        (("span", side, trace_id, link), by_request),
+        (("span", mine, trace_id, link), by_request),
         (("span", other, trace_id, link), other_by_request),
     )
 

@@ -15,7 +15,10 @@ class RecentKeys:
         self._max_keys = max_keys
         self._ttl_s = ttl_s
         self._added: dict[Hashable, float] = {}
-        self._order: deque[tuple[float, Hashable]] = deque()
+        # The keys in the order added, and when: two deques rather than one of (time, key)
+        # pairs, each of which would be one more object for the garbage collector to walk.
+        self._order: deque[Hashable] = deque()
+        self._times: deque[float] = deque()
 
     def __len__(self) -> int:
         return len(self._added)
@@ -25,16 +28,17 @@ class RecentKeys:
 
     def add(self, key: Hashable, now: float) -> bool:
         """Remember ``key``; False if it was already remembered (and not yet forgotten)."""
-        order, added = self._order, self._added
+        order, times, added = self._order, self._times, self._added
         # The old are forgotten first, here rather than in a method of their own: this runs
         # for every MCP span.
-        while order and (len(added) >= self._max_keys or now - order[0][0] >= self._ttl_s):
-            _, old = order.popleft()
-            added.pop(old, None)
+        while times and (len(added) >= self._max_keys or now - times[0] >= self._ttl_s):
+            times.popleft()
+            added.pop(order.popleft(), None)
         if key in added:
             return False
         added[key] = now
-        order.append((now, key))
+        order.append(key)
+        times.append(now)
         return True
 
 
