@@ -394,3 +394,31 @@ def test_a_command_line_whose_end_another_pass_removes_is_redacted_once(text: st
     once = redact(text)
     assert redact(once) == once
     assert "-p[REDACTED]" in once
+
+
+def test_a_text_redacted_again_is_redacted_from_what_is_kept() -> None:
+    """The same error comes back call after call: the second time it is not scrubbed
+    again, and what is kept stays bounded."""
+    from mcp_breaker_client.shared import redact as module
+
+    module._redact_read_part.cache_clear()
+    text = "connect failed: password=hunter2 at https://alice:pw@db.internal:5432/x"
+    first = redact(text)
+    assert "hunter2" not in first and redact(text) == first
+    info = module._redact_read_part.cache_info()
+    assert (info.hits, info.misses) == (1, 1)
+    for i in range(module.REDACTED_TEXTS_KEPT + 10):
+        redact(f"error {i}: token=t{i}")
+    assert module._redact_read_part.cache_info().currsize == module.REDACTED_TEXTS_KEPT
+
+
+def test_what_a_long_text_redacts_to_depends_on_what_is_read_of_it() -> None:
+    """Two texts alike in their first SCAN_FACTOR * max_chars characters redact alike,
+    whatever follows: what the kept results are found by."""
+    from mcp_breaker_client.shared.redact import SCAN_FACTOR
+
+    head = "upstream said: " + "x" * (SCAN_FACTOR * 50)
+    head = head[: SCAN_FACTOR * 50]
+    longer, other = head + " password=s3cret", head + " nothing"
+    assert redact(longer, max_chars=50) == redact(other, max_chars=50)
+    assert "s3cret" not in redact(longer, max_chars=50)
