@@ -29,8 +29,14 @@ naive hop, every MCP span marked.
 The child processes and what measures them are in hop_processes.py; the report and the
 run's checks of its own work in hop_report.py.
 
-    .venv/bin/python bench/hop.py            # 6 s runs, 3 repeats: about 6 minutes
+    .venv/bin/python bench/hop.py            # 6 s runs, 3 repeats: about 11 minutes
     .venv/bin/python bench/hop.py --quick    # 2 s runs, 1 repeat: a smoke test
+
+To compare two versions of the code, run this file from a checkout of each (``git
+worktree``), with that checkout's ``clients/python`` first on ``PYTHONPATH``: serve is
+started as ``python -m processor`` in the checkout this file is in, which comes before
+anything ``PYTHONPATH`` names, so pointing ``PYTHONPATH`` at another checkout alone
+changes nothing that serve runs.
 """
 
 from __future__ import annotations
