@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from processor.classify.events import ToolCall
 
@@ -35,7 +36,10 @@ class ReorderWindow:
         self._window_s = window_s
         self._max_calls = max_calls
         self._order: deque[Seen] = deque()
-        self._by_key: dict[Hashable, deque[Seen]] = {}
+        # Under each key, its calls in arrival order: the call itself while it is the only
+        # one (a turn of one call, the usual case, then costs no deque: some 600 bytes,
+        # and one more object for the garbage collector, per call held), else a deque.
+        self._by_key: dict[Hashable, Seen | deque[Seen]] = {}
 
     def __len__(self) -> int:
         return len(self._order)
@@ -44,10 +48,13 @@ class ReorderWindow:
         self._order.append(seen)
         by_key = self._by_key
         for key in seen.keys:
-            queue = by_key.get(key)  # not setdefault: it would make a deque every time
-            if queue is None:
-                queue = by_key[key] = deque()
-            queue.append(seen)
+            held = by_key.get(key)
+            if held is None:
+                by_key[key] = seen
+            elif isinstance(held, Seen):
+                by_key[key] = deque((held, seen))
+            else:
+                held.append(seen)
         while len(self._order) > self._max_calls:
             self._drop_oldest()
 
@@ -58,14 +65,22 @@ class ReorderWindow:
             self._drop_oldest()
 
     def under(self, key: Hashable) -> Iterator[Seen]:
-        return iter(self._by_key.get(key, ()))
+        held = self._by_key.get(key)
+        if held is None:
+            return iter(())
+        return iter((held,)) if isinstance(held, Seen) else iter(held)
 
     def _drop_oldest(self) -> None:
         # Everything is appended in arrival order, so the oldest call overall is also the
         # oldest under each of its keys.
         seen = self._order.popleft()
+        by_key = self._by_key
         for key in seen.keys:
-            queue = self._by_key[key]
+            held = by_key[key]
+            if held is seen:  # the only call under it
+                del by_key[key]
+                continue
+            queue = cast("deque[Seen]", held)  # more than one: a Seen alone is ``seen``
             queue.popleft()
-            if not queue:
-                del self._by_key[key]
+            if len(queue) == 1:
+                by_key[key] = queue[0]
