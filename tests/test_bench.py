@@ -18,6 +18,20 @@ pytestmark = pytest.mark.timeout(600)
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
+def run_bench(script: str, args: list[str], timeout_s: float = 300) -> str:
+    """Run ``bench/<script>`` as a person would, from the repository; what it printed,
+    once it has exited 0."""
+    result = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=BENCH.parent,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    return result.stdout
+
+
 @pytest.mark.parametrize(
     ("script", "args", "expected"),
     [
@@ -34,15 +48,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
     ids=["classify", "engines", "delivery", "stall", "sharing"],
 )
 def test_the_benchmark_runs(script: str, args: list[str], expected: str) -> None:
-    result = subprocess.run(
-        [sys.executable, str(BENCH / script), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=BENCH.parent,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert expected in result.stdout
+    assert expected in run_bench(script, args)
 
 
 def test_the_instruction_count_runs_and_checks_its_own_work(tmp_path: Path) -> None:
@@ -52,16 +58,9 @@ def test_the_instruction_count_runs_and_checks_its_own_work(tmp_path: Path) -> N
         pytest.fail("valgrind is not on PATH (Debian/Ubuntu: apt-get install valgrind)")
     figures = tmp_path / "instructions.json"
     args = ["--requests", "1", "--variants", "mixed", "--json", str(figures)]
-    result = subprocess.run(
-        [sys.executable, str(BENCH / "instructions.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=500,
-        cwd=BENCH.parent,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert "stage / floor" in result.stdout
-    assert "checks: ok" in result.stdout
+    printed = run_bench("instructions.py", args, timeout_s=500)
+    assert "stage / floor" in printed
+    assert "checks: ok" in printed
     row = json.loads(figures.read_text())["rows"]["mixed"]
     assert set(row["instructions"]) == {"parse+serialize", "naive", "floor", "stage"}
     assert all(count > 0 for count in row["instructions"].values())
@@ -73,15 +72,8 @@ def test_the_hop_benchmark_runs_every_hop_and_checks_its_own_work(tmp_path: Path
     none a duplicate, every MCP call decided in its request and annotated) pass."""
     report_path = tmp_path / "hop.json"
     args = ["--quick", "--duration", "1", "--warmup", "0.2", "--sample", "8"]
-    result = subprocess.run(
-        [sys.executable, str(BENCH / "hop.py"), *args, "--json", str(report_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=BENCH.parent,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert "checks: ok" in result.stdout
+    printed = run_bench("hop.py", [*args, "--json", str(report_path)])
+    assert "checks: ok" in printed
     report = json.loads(report_path.read_text())
     assert report["problems"] == []
     assert set(report["summary"]) == {"plain", "mixed", "harness", "frameworks"}

@@ -342,22 +342,28 @@ class TestForwarderOnDisk:
         metrics = SelfMetrics(registry or CollectorRegistry())
         return Forwarder(config, GrpcSender(config), metrics, store=store)
 
-    def test_what_is_left_at_shutdown_is_kept_and_sent_by_the_next_run(
-        self, next_hop: CaptureCollector, tmp_path: Path
-    ) -> None:
+    def left_at_shutdown(self, next_hop: CaptureCollector, directory: Path) -> Any:
+        """A run that takes 4 requests of 10 spans and stops while the next hop stalls:
+        its drain report. The next hop is released for the next run."""
         next_hop.stall()
 
         async def first_run() -> Any:
-            forwarder = self.forwarder(next_hop, tmp_path)
+            forwarder = self.forwarder(next_hop, directory)
             forwarder.start()
             for i in range(4):
                 assert await forwarder.offer(batch(i * 10)) is Admission.ACCEPTED
             return await forwarder.drain(0.2)
 
         report = run(first_run)
+        next_hop.release()
+        return report
+
+    def test_what_is_left_at_shutdown_is_kept_and_sent_by_the_next_run(
+        self, next_hop: CaptureCollector, tmp_path: Path
+    ) -> None:
+        report = self.left_at_shutdown(next_hop, tmp_path)
         # Kept, not lost: nothing counted as undelivered, everything said to be on disk.
         assert (report.undelivered_spans, report.kept_spans, report.kept_batches) == (0, 40, 4)
-        next_hop.release()
         assert next_hop.span_count() == 0
 
         async def second_run() -> Any:
@@ -399,17 +405,7 @@ class TestForwarderOnDisk:
     ) -> None:
         """After a power loss without fsync, one row may survive whose bytes did not: that
         request is given up, counted; the ones sent with it in one export are delivered."""
-        next_hop.stall()
-
-        async def first_run() -> None:
-            forwarder = self.forwarder(next_hop, tmp_path)
-            forwarder.start()
-            for i in range(4):
-                assert await forwarder.offer(batch(i * 10)) is Admission.ACCEPTED
-            await forwarder.drain(0.2)
-
-        run(first_run)
-        next_hop.release()
+        assert self.left_at_shutdown(next_hop, tmp_path).kept_batches == 4
         db = sqlite3.connect(tmp_path / FILE_NAME)
         rows = db.execute("SELECT segment, position FROM requests ORDER BY id").fetchall()
         db.close()
