@@ -103,19 +103,26 @@ def raise_open_files_limit() -> None:
         pass
 
 
-# Allocations between two young-generation collections (CPython's default is 700). The
-# analysis builds and drops a few dozen small objects per MCP span, while its bounded stores
-# (seen spans, circuits, turns: up to hundreds of thousands of entries) live long; at the
-# default, collection was about a tenth of the analysis's CPU (bench/classify.py), and this
-# takes most of it back. Cycles are still collected, only in larger batches.
-GC_YOUNG_THRESHOLD = 10_000
+# The cycle collector's thresholds. Its pauses hold the interpreter lock, so the event
+# loop waits them out even while a worker thread analyses; each pause walks what its
+# generations hold, and a large request's readings stay alive until it is done. CPython's
+# default (700, 10, 10) ran a full collection every 70,000 allocations, with the bounded
+# stores full (seen spans, circuits, turns: hundreds of thousands of entries) about a
+# tenth of the analysis's CPU. Young and middle collections stay short here: 6.5 ms at most
+# for the middle one during a 10,000-span analysis, against 20-35 ms at (10,000, 10, 10),
+# which /healthz waited out (bench/loop_stall.py); full collections stay as rare as at
+# that setting, one per million allocations (GC_OLD_THRESHOLD counts middle collections).
+# The CPU the collector takes is the same at both (bench/classify.py, the steady row).
+GC_YOUNG_THRESHOLD = 2_000  # allocations, less deallocations, between young collections
+GC_MIDDLE_THRESHOLD = 5  # young collections between middle ones
+GC_OLD_THRESHOLD = 100  # middle collections between full ones
 
 
 def tune_garbage_collection() -> None:
-    """Collect less often, and never walk what start-up built (it lives as long as the
-    process): the objects made so far are moved out of the collector's sight."""
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
+    """Collect in short pauses, fully as seldom as before, and never walk what start-up
+    built (it lives as long as the process): the objects made so far are moved out of the
+    collector's sight."""
+    gc.set_threshold(GC_YOUNG_THRESHOLD, GC_MIDDLE_THRESHOLD, GC_OLD_THRESHOLD)
     gc.freeze()
 
 
@@ -198,7 +205,11 @@ class Service:
         self.stage = (
             stage
             if stage is not None
-            else Stage((analyse,), on_hook_error=self.metrics.stage_errors.inc)
+            else Stage(
+                (analyse,),
+                on_hook_error=self.metrics.stage_errors.inc,
+                let_go=self.pipeline.let_go,
+            )
         )
         self._ticker: asyncio.Task[None] | None = None
         self._sender = sender
