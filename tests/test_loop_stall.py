@@ -11,6 +11,7 @@ the request is given or let go (bench/loop_stall.py measures the latencies).
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -282,6 +283,71 @@ def test_what_a_thread_analyses_is_what_the_loop_would(monkeypatch: pytest.Monke
     monkeypatch.undo()
     in_a_thread = forwarded_by_a_fresh_service(payload)
     assert in_place == in_a_thread
+
+
+def test_a_request_analysed_in_a_thread_is_let_go_there_and_one_in_place_is_kept() -> None:
+    """Its spans and what the hooks kept of them, freed in the worker thread a slice at a
+    time once it is encoded (release.let_go), not when the next request comes, perhaps
+    analysed on the loop. One analysed in place is kept, as the hooks after it read it."""
+    service = Service(make_config())
+    kept: list[RequestSpans] = []
+    stage = Stage(
+        (service.pipeline, lambda request, sender: kept.append(request)),
+        let_go=service.pipeline.let_go,
+    )
+    classifier = service.pipeline.classifier
+
+    small = stage.prepare(stage.open(tool_calls(SMALL)))
+    assert len(classifier.spans) == SMALL and spans_held(kept[-1]) == SMALL
+
+    on_loop = threading.current_thread().name
+    in_thread: list[str] = []
+
+    def step(run: Any) -> None:  # the engine steps, run where the loop would run them
+        in_thread.append(threading.current_thread().name)
+        run()
+
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        opened = stage.open(tool_calls(LARGE, first=SMALL + 1))
+        large = worker.submit(stage.prepare_in_thread, opened, Sender(), step).result(WAIT_S)
+    assert in_thread and on_loop not in in_thread
+    assert classifier.spans == {} and classifier.read == {} and classifier.undecided == {}
+    assert spans_held(kept[-1]) == 0
+    # What was forwarded was encoded before: every span, each with its decision.
+    assert count_spans(large.payload) == LARGE
+    assert large.payload.count(f"{PREFIX}state".encode()) == LARGE
+    assert small.payload.count(f"{PREFIX}state".encode()) == SMALL
+
+
+def spans_held(request: RequestSpans) -> int:
+    return sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+
+
+def test_a_large_request_is_opened_with_the_shorter_switch_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Opening one large request reads its spans in a thread: the loop waits a switch
+    interval for each of its turns meanwhile, as while one is analysed."""
+    seen: list[float] = []
+    service = Service(make_config())
+
+    class Opening(Stage):
+        def open(self, payload: bytes) -> Any:
+            seen.append(sys.getswitchinterval())
+            return super().open(payload)
+
+    stage = Opening((service.pipeline,), let_go=service.pipeline.let_go)
+    monkeypatch.setattr(intake, "OFFLOAD_BYTES", 1000)
+    before = sys.getswitchinterval()
+    assert before > intake.ANALYSIS_SWITCH_S
+
+    async def scenario() -> Any:
+        accepting = Intake(stage, Release(service.metrics), service.metrics)
+        return await accepting.accept_protobuf(tool_calls(SMALL), Transport.GRPC)
+
+    assert asyncio.run(scenario()).outcome is IntakeOutcome.ACCEPTED
+    assert seen == [intake.ANALYSIS_SWITCH_S]
+    assert sys.getswitchinterval() == before
 
 
 def test_the_room_admitted_is_kept_until_the_request_is_taken_or_withdrawn(

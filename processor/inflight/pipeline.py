@@ -107,6 +107,11 @@ class Pipeline:
             spans = classifier.spans
             restore((spans[span_id] for span_id in classifier.duplicates), self.annotations)
 
+    def let_go(self) -> None:
+        """Done with the request last read (``Classifier.let_go``)."""
+        with self._reading:
+            self.classifier.let_go()
+
     def store_sizes(self) -> dict[str, tuple[int, int]]:
         """What each bounded store holds, and its cap, in entries: store -> (held, cap)."""
         classify, breaker = self.classifier.config, self.breaker.config

@@ -248,10 +248,14 @@ class Stage:
         hooks: Sequence[SpanHook] = (),
         markers: Sequence[bytes] = MCP_MARKERS,
         on_hook_error: Callable[[], object] = lambda: None,
+        let_go: Callable[[], object] = lambda: None,
     ) -> None:
+        """``let_go``: called in the worker thread once a request analysed there is
+        prepared, for the hooks to let go of what they kept of it (``release.let_go``)."""
         self._hooks = tuple(hooks)
         self._markers = tuple(markers)
         self._on_hook_error = on_hook_error
+        self._let_go = let_go
 
     def open(self, payload: bytes) -> Opened:
         """The gRPC and protobuf-over-HTTP entry: the path, the spans; raises InvalidRequest."""
@@ -289,6 +293,11 @@ class Stage:
             return self.prepare(opened, sender)
         finally:
             engine_steps.reset(token)
+            # Here, not when the next request comes (maybe analysed on the loop, in
+            # place): freed in slices, in this thread, the loop runs in between.
+            self._let_go()
+            if isinstance(opened.request, SparseRequest):
+                opened.request.let_go()
 
     def from_protobuf(self, payload: bytes, sender: Sender = UNKNOWN_SENDER) -> Prepared:
         """Both steps at once: bytes in, bytes out; raises InvalidRequest."""

@@ -47,7 +47,7 @@ ANALYSE_IN_PLACE_SPANS = 256
 # for it (CPython's default is 5 ms), while a request is analysed in a thread: the loop
 # waits up to that long each time it wakes, several times for one probe answered. The
 # worst /healthz during a 10,000-span analysis was 35-56 ms at the default, 23-36 ms at
-# this (bench/loop_stall.py; what is left is mostly the cycle collector's pauses).
+# this (bench/loop_stall.py). A large request is opened at it too.
 ANALYSIS_SWITCH_S = 0.0005
 
 
@@ -80,11 +80,11 @@ class Intake:
         self, payload: bytes, transport: Transport, sender: Sender = UNKNOWN_SENDER
     ) -> IntakeResult:
         """Raises InvalidRequest for undecodable input; the transport counts it."""
-        opened = (
-            await asyncio.to_thread(self._stage.open, payload)
-            if len(payload) > OFFLOAD_BYTES
-            else self._stage.open(payload)
-        )
+        if len(payload) > OFFLOAD_BYTES:
+            with _SWITCH_SOONER:  # as while analysing: the loop waits less for each turn
+                opened = await asyncio.to_thread(self._stage.open, payload)
+        else:
+            opened = self._stage.open(payload)
         return await self._admit(opened, transport, sender)
 
     async def accept_request(

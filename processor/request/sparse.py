@@ -32,6 +32,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.dialects import may_be_mcp
 from processor.errors import InvalidRequest, UnreadableSpan
+from processor.request.release import let_go
 
 try:  # a wheel for every common platform; where there is none, the plain scan answers
     from stringzilla import Str as _Text
@@ -184,6 +185,12 @@ class SparseRequest:
             if opened.read is not None or opened.rejected:
                 opened.outer.scope_spans[opened.index] = opened.shallow.SerializeToString()
         return bytes(self.outer.SerializeToString())
+
+    def let_go(self) -> None:
+        """Once encoded: the decoded spans let go a slice at a time (``release``)."""
+        for resource in self.resource_spans:
+            for scope in resource.scope_spans:
+                let_go(scope.spans)
 
 
 RequestSpans = ExportTraceServiceRequest | SparseRequest
