@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,6 +21,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from processor.receive import http
+from processor.receive.codec import request_from_json
+from processor.receive.intake import ANALYSIS_SWITCH_S
 from tests.otlp_builders import (
     ACCEPTED_SPANS,
     GARBAGE,
@@ -692,3 +696,30 @@ def test_flood_of_bad_requests_does_not_disturb_a_good_sender(
     healthz = requests.get(f"{service.telemetry_url}/healthz", timeout=TIMEOUT_S)
     assert healthz.status_code == 200
     assert_still_serving(service, next_hop)
+
+
+def test_a_large_json_body_is_decoded_at_the_shorter_switch_interval(
+    start_service: StartService, next_hop: CaptureCollector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decoded in a thread, protobuf's JSON mapping being Python: the loop waits a switch
+    interval for each of its turns meanwhile, as while a request is analysed."""
+    intervals: list[float] = []
+
+    def decode(body: bytes) -> Any:
+        intervals.append(sys.getswitchinterval())
+        return request_from_json(body)
+
+    monkeypatch.setattr(http, "request_from_json", decode)
+    service = start_service()
+    document = json.loads(HANDWRITTEN_JSON)
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans[0]["attributes"].append(
+        {"key": "padding", "value": {"stringValue": "x" * http.OFFLOAD_BYTES}}
+    )
+    small = post(service.http_url, HANDWRITTEN_JSON.encode(), JSON)
+    large = post(service.http_url, json.dumps(document).encode(), JSON)
+
+    assert small.status_code == large.status_code == 200, large.text
+    before = sys.getswitchinterval()
+    assert intervals == [before, ANALYSIS_SWITCH_S] and before > ANALYSIS_SWITCH_S
+    wait_until(lambda: next_hop.span_count() >= 4, TIMEOUT_S, "both bodies' spans")

@@ -23,7 +23,7 @@ from processor.errors import InvalidRequest, RequestTooLarge
 from processor.receive.budget import Budget, Reservation
 from processor.receive.codec import gunzip_capped, message_to_json, request_from_json
 from processor.receive.gate import Gate, ssl_common_name
-from processor.receive.intake import Intake, IntakeOutcome, Transport
+from processor.receive.intake import SWITCH_SOONER, Intake, IntakeOutcome, Transport
 from processor.request.otlp import JSON, PROTOBUF, TRACES_PATH
 from processor.request.sender import Sender
 
@@ -187,11 +187,11 @@ def make_app(
             elif not reservation.resize(weight * len(body)):  # may grow only when chunked
                 raise _OverBudget
             if content_type == JSON:
-                decoded = (
-                    await asyncio.to_thread(request_from_json, body)
-                    if len(body) > OFFLOAD_BYTES
-                    else request_from_json(body)
-                )
+                if len(body) > OFFLOAD_BYTES:
+                    with SWITCH_SOONER:  # protobuf's ParseDict is Python: the loop gets turns
+                        decoded = await asyncio.to_thread(request_from_json, body)
+                else:
+                    decoded = request_from_json(body)
                 result = await intake.accept_request(decoded, Transport.HTTP, sender)
             else:
                 result = await intake.accept_protobuf(body, Transport.HTTP, sender)

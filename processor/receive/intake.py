@@ -81,7 +81,7 @@ class Intake:
     ) -> IntakeResult:
         """Raises InvalidRequest for undecodable input; the transport counts it."""
         if len(payload) > OFFLOAD_BYTES:
-            with _SWITCH_SOONER:  # as while analysing: the loop waits less for each turn
+            with SWITCH_SOONER:  # as while analysing: the loop waits less for each turn
                 opened = await asyncio.to_thread(self._stage.open, payload)
         else:
             opened = self._stage.open(payload)
@@ -155,7 +155,7 @@ class Intake:
                     return self._stage.prepare(opened, sender)
                 on_loop = _on_loop(asyncio.get_running_loop())
                 stage = self._stage
-                with _SWITCH_SOONER:
+                with SWITCH_SOONER:
                     return await asyncio.to_thread(stage.prepare_in_thread, opened, sender, on_loop)
         finally:
             self._in_turn -= 1
@@ -170,8 +170,8 @@ class Intake:
 
 class _SwitchSooner:
     """The interpreter's switch interval at ``ANALYSIS_SWITCH_S`` while a request is
-    analysed in a thread anywhere in the process (an intake per loop), as it was before
-    once none is."""
+    opened, decoded or analysed in a thread anywhere in the process (an intake per loop),
+    as it was before once none is."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -192,7 +192,7 @@ class _SwitchSooner:
                 sys.setswitchinterval(self._before)
 
 
-_SWITCH_SOONER = _SwitchSooner()
+SWITCH_SOONER = _SwitchSooner()
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> Callable[[EngineStep], None]:
