@@ -104,15 +104,17 @@ def raise_open_files_limit() -> None:
 
 
 # The cycle collector's thresholds. Its pauses hold the interpreter lock, so the event
-# loop waits them out even while a worker thread analyses; each pause walks what its
-# generations hold, and a large request's readings stay alive until it is done. CPython's
-# default (700, 10, 10) ran a full collection every 70,000 allocations, with the bounded
-# stores full (seen spans, circuits, turns: hundreds of thousands of entries) about a
-# tenth of the analysis's CPU. Young and middle collections stay short here: 6.5 ms at most
-# for the middle one during a 10,000-span analysis, against 20-35 ms at (10,000, 10, 10),
-# which /healthz waited out (bench/loop_stall.py); full collections stay as rare as at
-# that setting, one per million allocations (GC_OLD_THRESHOLD counts middle collections).
-# The CPU the collector takes is the same at both (bench/classify.py, the steady row).
+# loop waits them out even while a worker thread analyses. CPython's default (700, 10, 10)
+# ran a full collection every 70,000 allocations, with the bounded stores full (seen
+# spans, circuits, turns: hundreds of thousands of entries) about a tenth of the
+# analysis's CPU; full collections stay as rare here as at (10,000, 10, 10), which took
+# that back: one per million allocations. But a young collection walks more than its
+# threshold says: CPython counts allocations less deallocations, and with the stores full
+# each new entry frees an old one, so the young generation grows far past it (70,000
+# objects at 10,000). At (10,000, 10, 10) the longest collection with the memory full was
+# 19-35 ms (bench/classify.py, the steady row), a middle one during a 10,000-span analysis
+# 20-35 ms, and /healthz waited them out (bench/loop_stall.py); here 5-14 ms and at most
+# 6.5 ms, for the same CPU.
 GC_YOUNG_THRESHOLD = 2_000  # allocations, less deallocations, between young collections
 GC_MIDDLE_THRESHOLD = 5  # young collections between middle ones
 GC_OLD_THRESHOLD = 100  # middle collections between full ones

@@ -35,7 +35,7 @@ def run_bench(script: str, args: list[str], timeout_s: float = 300) -> str:
 @pytest.mark.parametrize(
     ("script", "args", "expected"),
     [
-        ("classify.py", ["--rounds", "1", "--seen-spans", "20000"], "of it, garbage collection"),
+        ("classify.py", ["--rounds", "1", "--seen-spans", "20000"], "the longest collection, ms"),
         ("engines.py", ["--events", "500", "--rounds", "1"], "memory per tracked turn"),
         (
             "delivery.py",
