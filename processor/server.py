@@ -111,10 +111,10 @@ def raise_open_files_limit() -> None:
 # that back: one per million allocations. But a young collection walks more than its
 # threshold says: CPython counts allocations less deallocations, and with the stores full
 # each new entry frees an old one, so the young generation grows far past it (70,000
-# objects at 10,000). At (10,000, 10, 10) the longest collection with the memory full was
-# 19-35 ms (bench/classify.py, the steady row), a middle one during a 10,000-span analysis
-# 20-35 ms, and /healthz waited them out (bench/loop_stall.py); here 5-14 ms and at most
-# 6.5 ms, for the same CPU.
+# objects at 10,000). The longest collection with the memory full (bench/classify.py, the
+# steady row): 19-35 ms at (10,000, 10, 10), 5-14 ms here. A middle one during a
+# 10,000-span analysis, which /healthz waited out (bench/loop_stall.py): 20-35 ms there,
+# at most 6.5 ms here. The collector's CPU is the same at both.
 GC_YOUNG_THRESHOLD = 2_000  # allocations, less deallocations, between young collections
 GC_MIDDLE_THRESHOLD = 5  # young collections between middle ones
 GC_OLD_THRESHOLD = 100  # middle collections between full ones

@@ -16,6 +16,7 @@ import threading
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -57,6 +58,7 @@ WAIT_S = 60.0  # a bound on waiting for an answer, never a measurement
 # A bound on waiting for an answer while a request is held: shorter than the hold, so that
 # an answer that had to wait for the hold to end fails the test rather than passing late.
 HELD_WAIT_S = 10.0
+FRAMEWORK_CAPTURES = Path(__file__).resolve().parent / "fixtures" / "frameworks"
 
 
 def tool_calls(count: int, first: int = 1) -> bytes:
@@ -274,11 +276,25 @@ def count_spans(payload: bytes) -> int:
     return sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
 
 
-def test_what_a_thread_analyses_is_what_the_loop_would(monkeypatch: pytest.MonkeyPatch) -> None:
+def every_framework_capture() -> bytes:
+    """The recorded runs of the agent frameworks (tests/fixtures/frameworks) as one request:
+    every layer of their calls, both halves of the SDK's; encoded requests concatenate."""
+    return b"".join(path.read_bytes() for path in sorted(FRAMEWORK_CAPTURES.glob("*.otlp.bin")))
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [tool_calls(LARGE), every_framework_capture()],
+    ids=["harness calls", "framework captures"],
+)
+def test_what_a_thread_analyses_is_what_the_loop_would(
+    monkeypatch: pytest.MonkeyPatch, payload: bytes
+) -> None:
     """The same large request, read in place and in a thread by two fresh services: the
-    same spans forwarded, with the same annotations."""
-    payload = tool_calls(LARGE)
-    monkeypatch.setattr(intake, "ANALYSE_IN_PLACE_SPANS", LARGE)
+    same spans forwarded, with the same annotations (the thread lets go of the request
+    once it is encoded)."""
+    assert Stage().open(payload).analysed_spans > ANALYSE_IN_PLACE_SPANS  # to a thread
+    monkeypatch.setattr(intake, "ANALYSE_IN_PLACE_SPANS", 10 * LARGE)
     in_place = forwarded_by_a_fresh_service(payload)
     monkeypatch.undo()
     in_a_thread = forwarded_by_a_fresh_service(payload)
