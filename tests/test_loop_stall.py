@@ -11,6 +11,7 @@ the request is given or let go (bench/loop_stall.py measures the latencies).
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import threading
 import urllib.request
@@ -35,7 +36,7 @@ from processor.forward.queue import Admission, Forwarder, Release
 from processor.forward.senders import GrpcSender
 from processor.inflight.enrich import PREFIX
 from processor.inflight.stage import Stage
-from processor.receive import intake
+from processor.receive import intake, offloop
 from processor.receive.intake import ANALYSE_IN_PLACE_SPANS, Intake, IntakeOutcome, Transport
 from processor.request.otlp import EXPORT_METHOD
 from processor.request.sender import Sender
@@ -343,27 +344,56 @@ def test_a_large_request_is_opened_with_the_shorter_switch_interval(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Opening one large request reads its spans in a thread: the loop waits a switch
-    interval for each of its turns meanwhile, as while one is analysed."""
-    seen: list[float] = []
+    interval for each of its turns meanwhile, as while one is analysed, and no full
+    collection starts (offloop.py)."""
+    seen: list[tuple[float, int]] = []
     service = Service(make_config())
 
     class Opening(Stage):
         def open(self, payload: bytes) -> Any:
-            seen.append(sys.getswitchinterval())
+            seen.append((sys.getswitchinterval(), gc.get_threshold()[2]))
             return super().open(payload)
 
     stage = Opening((service.pipeline,), let_go=service.pipeline.let_go)
     monkeypatch.setattr(intake, "OFFLOAD_BYTES", 1000)
-    before = sys.getswitchinterval()
-    assert before > intake.ANALYSIS_SWITCH_S
+    before = (sys.getswitchinterval(), gc.get_threshold())
+    assert before[0] > offloop.ANALYSIS_SWITCH_S
 
     async def scenario() -> Any:
         accepting = Intake(stage, Release(service.metrics), service.metrics)
         return await accepting.accept_protobuf(tool_calls(SMALL), Transport.GRPC)
 
     assert asyncio.run(scenario()).outcome is IntakeOutcome.ACCEPTED
-    assert seen == [intake.ANALYSIS_SWITCH_S]
-    assert sys.getswitchinterval() == before
+    assert seen == [(offloop.ANALYSIS_SWITCH_S, offloop.DEFERRED_OLD_THRESHOLD)]
+    assert (sys.getswitchinterval(), gc.get_threshold()) == before
+
+
+def test_a_request_analysed_in_a_thread_is_analysed_with_full_collections_deferred() -> None:
+    """No full collection walks the heap while the request's objects are in it: the
+    collector's thresholds as they were once the request is let go; one analysed in place
+    runs under them."""
+    service = Service(make_config())
+    old_thresholds: list[tuple[str, int]] = []
+
+    def note(request: RequestSpans, sender: Sender) -> None:
+        old_thresholds.append((threading.current_thread().name, gc.get_threshold()[2]))
+
+    stage = Stage((service.pipeline, note), let_go=service.pipeline.let_go)
+    before = gc.get_threshold()
+    assert before[2] != offloop.DEFERRED_OLD_THRESHOLD
+
+    async def scenario() -> list[Any]:
+        accepting = Intake(stage, Release(service.metrics), service.metrics)
+        small = await accepting.accept_protobuf(tool_calls(SMALL), Transport.GRPC)
+        large = await accepting.accept_protobuf(tool_calls(LARGE, first=SMALL + 1), Transport.GRPC)
+        return [small.outcome, large.outcome]
+
+    assert asyncio.run(scenario()) == [IntakeOutcome.ACCEPTED] * 2
+    loop_thread = threading.current_thread().name
+    assert old_thresholds[0] == (loop_thread, before[2])
+    assert old_thresholds[1][0] != loop_thread
+    assert old_thresholds[1][1] == offloop.DEFERRED_OLD_THRESHOLD
+    assert gc.get_threshold() == before
 
 
 def test_the_room_admitted_is_kept_until_the_request_is_taken_or_withdrawn(

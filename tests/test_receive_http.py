@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import itertools
 import json
@@ -23,7 +24,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from processor.receive import http
 from processor.receive.codec import request_from_json
-from processor.receive.intake import ANALYSIS_SWITCH_S
+from processor.receive.offloop import ANALYSIS_SWITCH_S, DEFERRED_OLD_THRESHOLD
 from tests.otlp_builders import (
     ACCEPTED_SPANS,
     GARBAGE,
@@ -704,9 +705,11 @@ def test_a_large_json_body_is_decoded_at_the_shorter_switch_interval(
     """Decoded in a thread, protobuf's JSON mapping being Python: the loop waits a switch
     interval for each of its turns meanwhile, as while a request is analysed."""
     intervals: list[float] = []
+    old_thresholds: list[int] = []
 
     def decode(body: bytes) -> Any:
         intervals.append(sys.getswitchinterval())
+        old_thresholds.append(gc.get_threshold()[2])
         return request_from_json(body)
 
     monkeypatch.setattr(http, "request_from_json", decode)
@@ -722,4 +725,6 @@ def test_a_large_json_body_is_decoded_at_the_shorter_switch_interval(
     assert small.status_code == large.status_code == 200, large.text
     before = sys.getswitchinterval()
     assert intervals == [before, ANALYSIS_SWITCH_S] and before > ANALYSIS_SWITCH_S
+    # No full collection while it is decoded: the collector's setting as before after it.
+    assert old_thresholds == [gc.get_threshold()[2], DEFERRED_OLD_THRESHOLD]
     wait_until(lambda: next_hop.span_count() >= 4, TIMEOUT_S, "both bodies' spans")

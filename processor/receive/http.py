@@ -23,7 +23,8 @@ from processor.errors import InvalidRequest, RequestTooLarge
 from processor.receive.budget import Budget, Reservation
 from processor.receive.codec import gunzip_capped, message_to_json, request_from_json
 from processor.receive.gate import Gate, ssl_common_name
-from processor.receive.intake import SWITCH_SOONER, Intake, IntakeOutcome, Transport
+from processor.receive.intake import Intake, IntakeOutcome, Transport
+from processor.receive.offloop import OFF_THE_LOOP
 from processor.request.otlp import JSON, PROTOBUF, TRACES_PATH
 from processor.request.sender import Sender
 
@@ -188,7 +189,7 @@ def make_app(
                 raise _OverBudget
             if content_type == JSON:
                 if len(body) > OFFLOAD_BYTES:
-                    with SWITCH_SOONER:  # protobuf's ParseDict is Python: the loop gets turns
+                    with OFF_THE_LOOP:  # protobuf's ParseDict is Python: the loop gets turns
                         decoded = await asyncio.to_thread(request_from_json, body)
                 else:
                     decoded = request_from_json(body)

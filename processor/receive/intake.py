@@ -19,8 +19,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import enum
-import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,6 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from processor.forward.queue import Admission, Downstream
 from processor.inflight.stage import EngineStep, Opened, Prepared, Stage
+from processor.receive.offloop import OFF_THE_LOOP
 from processor.request.sender import UNKNOWN_SENDER, Sender
 from processor.telemetry.metrics import SelfMetrics
 
@@ -43,12 +42,6 @@ OFFLOAD_BYTES = 1024 * 1024
 # 15 ms here, and is analysed in place: in a thread, next to a loop kept busy by other
 # senders, the same requests cost a third more CPU (bench/hop.py, harness payload).
 ANALYSE_IN_PLACE_SPANS = 256
-# How long a thread running Python may keep the interpreter lock from another that waits
-# for it (CPython's default is 5 ms), while a request is analysed in a thread: the loop
-# waits up to that long each time it wakes, several times for one probe answered. The
-# worst /healthz during a 10,000-span analysis was 35-56 ms at the default, 23-36 ms at
-# this (bench/loop_stall.py). A large request is opened at it too.
-ANALYSIS_SWITCH_S = 0.0005
 
 
 class Transport(enum.StrEnum):
@@ -81,7 +74,7 @@ class Intake:
     ) -> IntakeResult:
         """Raises InvalidRequest for undecodable input; the transport counts it."""
         if len(payload) > OFFLOAD_BYTES:
-            with SWITCH_SOONER:  # as while analysing: the loop waits less for each turn
+            with OFF_THE_LOOP:  # as while analysing (offloop.py)
                 opened = await asyncio.to_thread(self._stage.open, payload)
         else:
             opened = self._stage.open(payload)
@@ -155,7 +148,7 @@ class Intake:
                     return self._stage.prepare(opened, sender)
                 on_loop = _on_loop(asyncio.get_running_loop())
                 stage = self._stage
-                with SWITCH_SOONER:
+                with OFF_THE_LOOP:
                     return await asyncio.to_thread(stage.prepare_in_thread, opened, sender, on_loop)
         finally:
             self._in_turn -= 1
@@ -166,33 +159,6 @@ class Intake:
         return IntakeResult(
             IntakeOutcome.REFUSED, ExportTraceServiceResponse(), self._downstream.retry_after_s
         )
-
-
-class _SwitchSooner:
-    """The interpreter's switch interval at ``ANALYSIS_SWITCH_S`` while a request is
-    opened, decoded or analysed in a thread anywhere in the process (an intake per loop),
-    as it was before once none is."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._analyses = 0
-        self._before = sys.getswitchinterval()
-
-    def __enter__(self) -> None:
-        with self._lock:
-            if not self._analyses:
-                self._before = sys.getswitchinterval()
-                sys.setswitchinterval(min(self._before, ANALYSIS_SWITCH_S))
-            self._analyses += 1
-
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self._analyses -= 1
-            if not self._analyses:
-                sys.setswitchinterval(self._before)
-
-
-SWITCH_SOONER = _SwitchSooner()
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> Callable[[EngineStep], None]:
