@@ -24,7 +24,10 @@ requests and on N, and the first is subtracted from the second: what remains is 
 N requests' work. Where this Python's binary names neither function (a stripped build),
 the child is run whole, once on N requests and once on 0, and the totals subtracted: that
 also counts the N requests' clean-up at exit (here within a few percent of the exact count).
-Instruction counts move by well under 1% between runs: the fresh ids are random, and with
+With ``--parts`` the stage is also counted as bench/classify.py's rows build it up (read,
+classify, pipeline, sinks; the whole stage is the last row, strip), each row in a child of
+its own, and what each part adds is printed per MCP span. Instruction counts move by well
+under 1% between runs: the fresh ids are random, and with
 them where dicts put their keys (``PYTHONHASHSEED=0`` fixes the rest).
 
 The run checks its work: the floor and the stage each read as many MCP spans as
@@ -32,7 +35,7 @@ bench/classify.py counts in the same requests, the stage with no duplicate and n
 error, the naive hop marked them all, and a sample of the floor's output decodes as OTLP
 with its annotation on every MCP span and is, annotations taken off, the request received.
 
-    .venv/bin/python bench/instructions.py [--requests 16] [--variants mixed,harness]
+    .venv/bin/python bench/instructions.py [--requests 16] [--variants mixed,harness] [--parts]
 """
 
 from __future__ import annotations
@@ -55,6 +58,17 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 VARIANTS = ("mixed", "harness")
 WORKLOADS = ("parse+serialize", "naive", "floor", "stage")
+# With --parts: the stage built up a part at a time, as bench/classify.py's rows are (its
+# STAGES; the whole stage is its last, "strip"), so that each part's count is the
+# difference between two rows.
+PARTS = ("read", "classify", "pipeline", "sinks")
+PART_NAMES = {
+    "read": "read to the MCP spans, encoded",
+    "classify": "+ classify: dialects, pairing",
+    "pipeline": "+ engines and annotations",
+    "sinks": "+ metrics and advisories",
+    "strip": "+ strip_attributes",
+}
 ZERO_BEFORE = "sys_getdlopenflags"  # the C functions behind the two calls that mark a count
 DUMP_BEFORE = "sys_getallocatedblocks"
 VALGRIND = "valgrind"
@@ -83,11 +97,12 @@ def _workload(name: str) -> tuple[Callable[[bytes], object], Callable[[], dict[s
 
         floor = Floor()
         return floor, lambda: {"mcp_spans": floor.mcp_spans}
-    if name == "stage":
+    if name == "stage" or name.startswith("stage:"):
         from classify import Run, build
 
         run = Run()
-        stage = build("strip", run)  # Service(ServiceConfig()): serve's stage, as serve wires it
+        # Service(ServiceConfig()): serve's stage, as serve wires it; a part: its rows so far.
+        stage = build(name.partition(":")[2] or "strip", run)
 
         def said() -> dict[str, Any]:
             errors = run.count_errors() if run.count_errors else run.errors  # once, at the end
@@ -250,23 +265,26 @@ def count(
     return {"instructions": totals[0] - totals[1], "empty": 0, "said": said}
 
 
-def count_all(variants: list[str], requests: int, jobs: int, directory: Path) -> dict[str, Any]:
-    """Every variant's every workload, ``jobs`` children at once (counts do not depend on
-    the machine's load)."""
+def count_all(
+    variants: list[str], requests: int, jobs: int, directory: Path, parts: bool = False
+) -> dict[str, Any]:
+    """Every variant's every workload (and the stage's parts, with ``parts``), ``jobs``
+    children at once (counts do not depend on the machine's load)."""
     written = {v: _write_payloads(v, requests, directory) for v in variants}
     gc_threshold = ",".join(map(str, _serve_gc_threshold()))
+    workloads = WORKLOADS + tuple(f"stage:{part}" for part in PARTS) * parts
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         futures = {
             (v, w): pool.submit(count, v, w, requests, written[v][0], gc_threshold)
             for v in variants
-            for w in WORKLOADS
+            for w in workloads
         }
         counts = {key: future.result() for key, future in futures.items()}
     return {
         v: {
-            "instructions": {w: counts[v, w]["instructions"] for w in WORKLOADS},
-            "empty": {w: counts[v, w]["empty"] for w in WORKLOADS},
-            "said": {w: counts[v, w]["said"] for w in WORKLOADS},
+            "instructions": {w: counts[v, w]["instructions"] for w in workloads},
+            "empty": {w: counts[v, w]["empty"] for w in workloads},
+            "said": {w: counts[v, w]["said"] for w in workloads},
             "expected_mcp": written[v][1],
         }
         for v in variants
@@ -276,7 +294,8 @@ def count_all(variants: list[str], requests: int, jobs: int, directory: Path) ->
 def problems_of(variant: str, row: dict[str, Any]) -> list[str]:
     expected, said = row["expected_mcp"], row["said"]
     problems = []
-    for name in ("floor", "stage"):
+    classifying = ("floor", "stage", *(f"stage:{p}" for p in PARTS[1:]))
+    for name in (n for n in classifying if n in said):
         if said[name]["mcp_spans"] != expected:
             problems.append(f"{name} read {said[name]['mcp_spans']} MCP spans of {expected}")
     if said["naive"]["marked"] != expected:
@@ -317,6 +336,21 @@ def report(rows: dict[str, dict[str, Any]], requests: int) -> None:
     def ratio(a: str, b: str) -> Callable[[dict[str, Any]], str]:
         return lambda r: f"{r['instructions'][a] / r['instructions'][b]:.2f}"
 
+    if all("stage:read" in rows[v]["instructions"] for v in variants):
+        print("the stage's parts, per MCP span (each row adds one part to the one above)")
+
+        def part(name: str, before: str | None) -> Callable[[dict[str, Any]], str]:
+            def cell(r: dict[str, Any]) -> str:
+                counted = r["instructions"]
+                spent = counted[name] - (counted[before] if before else 0)
+                return f"{spent / int(r['expected_mcp']):,.0f}"
+
+            return cell
+
+        names = [f"stage:{p}" for p in PARTS] + ["stage"]
+        for index, name in enumerate(names):
+            label = PART_NAMES[name.partition(":")[2] or "strip"]
+            line(f"  {label}", part(name, names[index - 1] if index else None))
     line("stage / floor", ratio("stage", "floor"))
     line("stage / naive", ratio("stage", "naive"))
     line("floor / parse+serialize", ratio("floor", "parse+serialize"))
@@ -330,9 +364,14 @@ def main() -> int:
         "--variants", default=",".join(VARIANTS), help=f"comma-separated, of {VARIANTS}"
     )
     parser.add_argument("--jobs", type=int, default=2, help="children under valgrind at once")
+    parser.add_argument(
+        "--parts", action="store_true", help="also count the stage a part at a time"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # the run under valgrind
-    parser.add_argument("--workload", choices=WORKLOADS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--workload", choices=WORKLOADS + tuple(f"stage:{p}" for p in PARTS), help=argparse.SUPPRESS
+    )
     parser.add_argument("--gc-threshold", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -345,7 +384,7 @@ def main() -> int:
     if shutil.which(VALGRIND) is None:
         raise SystemExit("valgrind is not installed (Debian/Ubuntu: apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="mcp-breaker-instructions-") as scratch:
-        rows = count_all(variants, args.requests, args.jobs, Path(scratch))
+        rows = count_all(variants, args.requests, args.jobs, Path(scratch), args.parts)
     report(rows, args.requests)
     problems = [p for v, row in rows.items() for p in problems_of(v, row)]
     if args.json:

@@ -53,18 +53,24 @@ def test_the_benchmark_runs(script: str, args: list[str], expected: str) -> None
 
 def test_the_instruction_count_runs_and_checks_its_own_work(tmp_path: Path) -> None:
     """One request of one payload under valgrind: every workload counted (more than
-    nothing), the run's own checks pass, and the goal's ratio is printed."""
+    nothing), the stage's parts too, the run's own checks pass, and the goal's ratio is
+    printed."""
     if shutil.which("valgrind") is None:
         pytest.fail("valgrind is not on PATH (Debian/Ubuntu: apt-get install valgrind)")
     figures = tmp_path / "instructions.json"
-    args = ["--requests", "1", "--variants", "mixed", "--json", str(figures)]
+    args = ["--requests", "1", "--variants", "mixed", "--parts", "--json", str(figures)]
     printed = run_bench("instructions.py", args, timeout_s=500)
     assert "stage / floor" in printed
+    assert "+ classify: dialects, pairing" in printed
     assert "checks: ok" in printed
     row = json.loads(figures.read_text())["rows"]["mixed"]
-    assert set(row["instructions"]) == {"parse+serialize", "naive", "floor", "stage"}
+    parts = {"stage:read", "stage:classify", "stage:pipeline", "stage:sinks"}
+    assert set(row["instructions"]) == {"parse+serialize", "naive", "floor", "stage"} | parts
     assert all(count > 0 for count in row["instructions"].values())
     assert row["said"]["stage"]["mcp_spans"] == row["said"]["floor"]["mcp_spans"] > 0
+    # Each row adds a part to the one before it: the counts grow row by row.
+    built_up = [row["instructions"][f"stage:{p}"] for p in ("read", "classify", "pipeline")]
+    assert built_up == sorted(built_up) and built_up[-1] < row["instructions"]["stage"]
 
 
 def test_the_hop_benchmark_runs_every_hop_and_checks_its_own_work(tmp_path: Path) -> None:
