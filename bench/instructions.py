@@ -10,6 +10,9 @@ workload's allocations shape another's heap) run under valgrind's callgrind:
                       each MCP span, serialize)
     floor             bench/floor.py: the least a pure-Python hop can do with these MCP
                       spans (shallow decode, only MCP spans read, annotations appended)
+    floor+product     bench/floor_product.py: the floor plus the least of the product's
+                      work per call (duplicates, layers, pairing, verdict, fingerprint,
+                      turn block, circuit, the decision's annotation, a counter)
     stage             serve's stage, as bench/classify.py's ``strip`` row builds it:
                       ``Service(ServiceConfig())``, each request through its stage
 
@@ -30,10 +33,13 @@ its own, and what each part adds is printed per MCP span. Instruction counts mov
 under 1% between runs: the fresh ids are random, and with
 them where dicts put their keys (``PYTHONHASHSEED=0`` fixes the rest).
 
-The run checks its work: the floor and the stage each read as many MCP spans as
-bench/classify.py counts in the same requests, the stage with no duplicate and no analysis
-error, the naive hop marked them all, and a sample of the floor's output decodes as OTLP
-with its annotation on every MCP span and is, annotations taken off, the request received.
+The run checks its work: the floor, floor+product and the stage each read as many MCP
+spans as bench/classify.py counts in the same requests, the stage and floor+product with no
+duplicate, the stage with no analysis error, floor+product with every call span decided or
+held for its other half, the naive hop marked them all, a sample of the floor's output
+decodes as OTLP with its annotation on every MCP span and is, annotations taken off, the
+request received, and one of floor+product's carries a decision on every call span it
+decided and on no other.
 
     .venv/bin/python bench/instructions.py [--requests 16] [--variants mixed,harness] [--parts]
 """
@@ -57,7 +63,7 @@ from typing import Any, cast
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 VARIANTS = ("mixed", "harness")
-WORKLOADS = ("parse+serialize", "naive", "floor", "stage")
+WORKLOADS = ("parse+serialize", "naive", "floor", "floor+product", "stage")
 # With --parts: the stage built up a part at a time, as bench/classify.py's rows are (its
 # STAGES; the whole stage is its last, "strip"), so that each part's count is the
 # difference between two rows.
@@ -97,6 +103,21 @@ def _workload(name: str) -> tuple[Callable[[bytes], object], Callable[[], dict[s
 
         floor = Floor()
         return floor, lambda: {"mcp_spans": floor.mcp_spans}
+    if name == "floor+product":
+        from floor_product import ProductFloor
+
+        product = ProductFloor()
+
+        def tallies() -> dict[str, Any]:
+            return {
+                "mcp_spans": product.mcp_spans,
+                "duplicates": product.duplicates,
+                "call_spans": product.call_spans,
+                "decided_spans": product.decided_spans,
+                "held_spans": product.held_spans,
+            }
+
+        return product, tallies
     if name == "stage" or name.startswith("stage:"):
         from classify import Run, build
 
@@ -137,6 +158,10 @@ def _child(payload_file: str, name: str, requests: int, gc_threshold: list[int])
         from floor import Floor, check_output
 
         said["problems"] = check_output(stored[0], Floor()(stored[0]))
+    if name == "floor+product":
+        from floor_product import check_output as check_product
+
+        said["problems"] = check_product(stored[0])
     if name == "naive":
         said["marked"] = sum(_naive_marks(cast(bytes, process(p))) for p in stored)
     print("RESULT " + json.dumps(said))
@@ -294,17 +319,25 @@ def count_all(
 def problems_of(variant: str, row: dict[str, Any]) -> list[str]:
     expected, said = row["expected_mcp"], row["said"]
     problems = []
-    classifying = ("floor", "stage", *(f"stage:{p}" for p in PARTS[1:]))
+    classifying = ("floor", "floor+product", "stage", *(f"stage:{p}" for p in PARTS[1:]))
     for name in (n for n in classifying if n in said):
         if said[name]["mcp_spans"] != expected:
             problems.append(f"{name} read {said[name]['mcp_spans']} MCP spans of {expected}")
     if said["naive"]["marked"] != expected:
         problems.append(f"the naive hop marked {said['naive']['marked']} MCP spans of {expected}")
-    if said["stage"]["duplicates"]:
-        problems.append(f"the stage saw {said['stage']['duplicates']} duplicates")
+    for name in ("stage", "floor+product"):
+        if said[name]["duplicates"]:
+            problems.append(f"{name} saw {said[name]['duplicates']} duplicates")
+    product = said["floor+product"]
+    if not 0 < product["decided_spans"] == product["call_spans"] - product["held_spans"]:
+        problems.append(
+            f"floor+product decided {product['decided_spans']} call spans of"
+            f" {product['call_spans']} ({product['held_spans']} held)"
+        )
     if said["stage"]["errors"]:
         problems.append(f"the stage had {said['stage']['errors']:.0f} analysis errors")
     problems += [f"the floor's output: {p}" for p in said["floor"]["problems"]]
+    problems += [f"floor+product's output: {p}" for p in said["floor+product"]["problems"]]
     for name, value in row["instructions"].items():
         if value <= 0:
             problems.append(f"{name}: {value} instructions")
@@ -352,6 +385,8 @@ def report(rows: dict[str, dict[str, Any]], requests: int) -> None:
             label = PART_NAMES[name.partition(":")[2] or "strip"]
             line(f"  {label}", part(name, names[index - 1] if index else None))
     line("stage / floor", ratio("stage", "floor"))
+    line("floor+product / floor", ratio("floor+product", "floor"))
+    line("stage / floor+product", ratio("stage", "floor+product"))
     line("stage / naive", ratio("stage", "naive"))
     line("floor / parse+serialize", ratio("floor", "parse+serialize"))
     line("naive / parse+serialize", ratio("naive", "parse+serialize"))
@@ -393,9 +428,9 @@ def main() -> int:
         print("checks: FAILED\n" + "\n".join(f"  {p}" for p in problems))
         return 1
     print(
-        "checks: ok (the floor and the stage read every MCP span classify.py counts, the naive"
-        " hop marked them all, no duplicate, no analysis error, the floor's output decodes"
-        " with its annotations)"
+        "checks: ok (the floors and the stage read every MCP span classify.py counts, the naive"
+        " hop marked them all, no duplicate, no analysis error, every call span of"
+        " floor+product decided or held, the floors' output decodes with their annotations)"
     )
     return 0
 

@@ -65,9 +65,16 @@ def test_the_instruction_count_runs_and_checks_its_own_work(tmp_path: Path) -> N
     assert "checks: ok" in printed
     row = json.loads(figures.read_text())["rows"]["mixed"]
     parts = {"stage:read", "stage:classify", "stage:pipeline", "stage:sinks"}
-    assert set(row["instructions"]) == {"parse+serialize", "naive", "floor", "stage"} | parts
+    workloads = {"parse+serialize", "naive", "floor", "floor+product", "stage"}
+    assert set(row["instructions"]) == workloads | parts
     assert all(count > 0 for count in row["instructions"].values())
     assert row["said"]["stage"]["mcp_spans"] == row["said"]["floor"]["mcp_spans"] > 0
+    product = row["said"]["floor+product"]
+    assert product["mcp_spans"] == row["said"]["floor"]["mcp_spans"]
+    assert 0 < product["decided_spans"] <= product["call_spans"]
+    # The least of the product's work costs more than the floor, and less than the stage.
+    counted = row["instructions"]
+    assert counted["floor"] < counted["floor+product"] < counted["stage"]
     # Each row adds a part to the one before it: the counts grow row by row.
     built_up = [row["instructions"][f"stage:{p}"] for p in ("read", "classify", "pipeline")]
     assert built_up == sorted(built_up) and built_up[-1] < row["instructions"]["stage"]
