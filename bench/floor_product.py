@@ -250,22 +250,14 @@ class ProductFloor:
             self._call(group)
 
     def _call(self, group: list[list[Any]]) -> None:
-        outcome, server, request_id, turn, arguments, sides = "unknown", "", "", "", "", set()
-        for call in group:
-            if _WEIGHT[call[OUTCOME]] > _WEIGHT[outcome]:
-                outcome = call[OUTCOME]
-            server = server or call[SERVER]
-            request_id = request_id or call[REQUEST_ID]
-            turn = turn or call[TURN]
-            arguments = arguments or call[ARGUMENTS]
-            sides.add(call[SIDE])
-        first, arrived = group[0], group
+        outcome, server, request_id, turn, arguments, sides = _told(group)
+        first, told = group[0], len(group)
         if "client" in sides or "server" in sides:  # the SDK's halves: both here, or held
             pair = (first[TRACE], request_id)
             other = self.held.pop(pair, None)
-            if other is not None:
-                group = other + group
-                outcome = max(outcome, other[0][OUTCOME], key=_WEIGHT.__getitem__)
+            if other is not None:  # its spans went on with the request they came in
+                outcome, server, _, turn, arguments, _ = _told(other + group)
+                told += len(other)
             elif "server" not in sides and outcome == "unknown":
                 if pair not in self.paired:
                     self.held[pair] = group
@@ -297,10 +289,10 @@ class ProductFloor:
         tally = (server, tool, outcome, dead)
         self.decided[tally] = self.decided.get(tally, 0) + 1
         annotation = self._decision((outcome, was_open, dead, fingerprint))
-        for call in arrived:  # a held half's spans went on with the request they came in
+        for call in group:
             spans, slot, span_bytes = call[PLACE]
             spans[slot] = span_bytes + annotation
-        self.decided_spans += len(group)
+        self.decided_spans += told
 
     def _decision(self, shape: tuple[str, int, bool, str]) -> bytes:
         annotation = self._decisions.get(shape)
@@ -315,6 +307,21 @@ class ProductFloor:
                 values["fingerprint"] = fingerprint
             annotation = self._decisions[shape] = encoded(values)
         return annotation
+
+
+def _told(calls: list[list[Any]]) -> tuple[str, str, str, str, str, set[str]]:
+    """What the spans of one call say together: the outcome that says most, and the first
+    server, request id, turn and arguments any of them names; and the sides they tell."""
+    outcome, server, request_id, turn, arguments, sides = "unknown", "", "", "", "", set()
+    for call in calls:
+        if _WEIGHT[call[OUTCOME]] > _WEIGHT[outcome]:
+            outcome = call[OUTCOME]
+        server = server or call[SERVER]
+        request_id = request_id or call[REQUEST_ID]
+        turn = turn or call[TURN]
+        arguments = arguments or call[ARGUMENTS]
+        sides.add(call[SIDE])
+    return outcome, server, request_id, turn, arguments, sides
 
 
 def check_output(received: bytes) -> list[str]:

@@ -68,6 +68,7 @@ WORKLOADS = ("parse+serialize", "naive", "floor", "floor+product", "stage")
 # STAGES; the whole stage is its last, "strip"), so that each part's count is the
 # difference between two rows.
 PARTS = ("read", "classify", "pipeline", "sinks")
+PART_WORKLOADS = tuple(f"stage:{part}" for part in PARTS)
 PART_NAMES = {
     "read": "read to the MCP spans, encoded",
     "classify": "+ classify: dialects, pairing",
@@ -297,7 +298,7 @@ def count_all(
     children at once (counts do not depend on the machine's load)."""
     written = {v: _write_payloads(v, requests, directory) for v in variants}
     gc_threshold = ",".join(map(str, _serve_gc_threshold()))
-    workloads = WORKLOADS + tuple(f"stage:{part}" for part in PARTS) * parts
+    workloads = WORKLOADS + (PART_WORKLOADS if parts else ())
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         futures = {
             (v, w): pool.submit(count, v, w, requests, written[v][0], gc_threshold)
@@ -319,7 +320,7 @@ def count_all(
 def problems_of(variant: str, row: dict[str, Any]) -> list[str]:
     expected, said = row["expected_mcp"], row["said"]
     problems = []
-    classifying = ("floor", "floor+product", "stage", *(f"stage:{p}" for p in PARTS[1:]))
+    classifying = ("floor", "floor+product", "stage", *PART_WORKLOADS[1:])
     for name in (n for n in classifying if n in said):
         if said[name]["mcp_spans"] != expected:
             problems.append(f"{name} read {said[name]['mcp_spans']} MCP spans of {expected}")
@@ -380,7 +381,7 @@ def report(rows: dict[str, dict[str, Any]], requests: int) -> None:
 
             return cell
 
-        names = [f"stage:{p}" for p in PARTS] + ["stage"]
+        names = [*PART_WORKLOADS, "stage"]
         for index, name in enumerate(names):
             label = PART_NAMES[name.partition(":")[2] or "strip"]
             line(f"  {label}", part(name, names[index - 1] if index else None))
@@ -404,9 +405,7 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # the run under valgrind
-    parser.add_argument(
-        "--workload", choices=WORKLOADS + tuple(f"stage:{p}" for p in PARTS), help=argparse.SUPPRESS
-    )
+    parser.add_argument("--workload", choices=WORKLOADS + PART_WORKLOADS, help=argparse.SUPPRESS)
     parser.add_argument("--gc-threshold", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
