@@ -150,7 +150,9 @@ def test_only_spans_with_a_marker_are_decoded_and_the_rest_keep_their_bytes() ->
 
     assert [[s.spans for s in r.scope_spans] for r in sparse.resource_spans] == [[[call]]]
     assert sparse.span_count == 5
-    sparse.resource_spans[0].scope_spans[0].spans[0].name = "tools/call renamed"
+    decoded = sparse.resource_spans[0].scope_spans[0].spans[0]
+    decoded.name = "tools/call renamed"
+    sparse.edits.changed(decoded)
     out = ExportTraceServiceRequest.FromString(sparse.encode())
     names = [span.name for span in out.resource_spans[0].scope_spans[0].spans]
     assert names == ["GET /api/2", "tools/call renamed", "GET /api/3", "GET /api/4", "GET /api/5"]

@@ -13,8 +13,10 @@ span (an exporter's retry) goes out with the same attributes (``restore``).
 
 Most calls are decided alike (ok, closed, not dead, enforced), so the attributes of each
 shape of decision are built once (``_Shapes``) as an ``Annotation``: the mapping, and a
-span carrying it, encoded, that is merged into each span in one call (setting the
-attributes one by one from Python costs several times more).
+span carrying it, encoded. In a request read sparsely those bytes are appended to the
+span's own as the request is encoded (``processor/request/edits.py``: the decoded span is
+neither changed nor encoded again); in one decoded whole they are merged into the span in
+one call (setting the attributes one by one from Python costs several times more).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from processor.classify.annotations import AnnotationMemory
 from processor.classify.pairing import SpanFate
 from processor.engines.breaker import CallDecision
 from processor.engines.roster import RosterFinding
+from processor.request.edits import SpanEdits
 
 PREFIX = "mcp.breaker."
 ROSTER_PREFIX = "mcp.roster."
@@ -39,9 +42,10 @@ Value = str | bool | int
 
 class Annotation(dict[str, Value]):
     """Attributes to write on a span, and ``carrier``: a span holding only them, in order,
-    encoded, to merge into a span that has none of them yet (parsed onto its end: a
-    repeated field's entries are appended, in order). Shared by every span given the same
-    attributes (``_Shapes``), so never changed once built."""
+    encoded, to append to a span's bytes (``SpanEdits``) or merge into a decoded span that
+    has none of them yet (parsed onto its end: a repeated field's entries are appended, in
+    order). Shared by every span given the same attributes (``_Shapes``), so never changed
+    once built."""
 
     __slots__ = ("carrier",)
 
@@ -187,9 +191,13 @@ def annotate(
     decision: CallDecision,
     memory: AnnotationMemory | None = None,
     read: Read | None = None,
+    edits: SpanEdits | None = None,
 ) -> int:
-    """Add the decision's attributes to each of its spans present here; return how many."""
-    return _add(spans, decision.call.span_ids, decision_attributes(decision), memory, read)
+    """Add the decision's attributes to each of its spans present here; return how many.
+    ``edits``: those of the sparse request the spans are from, where the attributes are
+    appended as bytes; without, they are written into the decoded spans."""
+    attributes = decision_attributes(decision)
+    return _add(spans, decision.call.span_ids, attributes, memory, read, edits)
 
 
 def annotate_listing(
@@ -197,8 +205,10 @@ def annotate_listing(
     finding: RosterFinding,
     memory: AnnotationMemory | None = None,
     read: Read | None = None,
+    edits: SpanEdits | None = None,
 ) -> int:
-    return _add(spans, finding.listing.span_ids, roster_attributes(finding), memory, read)
+    attributes = roster_attributes(finding)
+    return _add(spans, finding.listing.span_ids, attributes, memory, read, edits)
 
 
 def annotate_undecided(
@@ -206,21 +216,22 @@ def annotate_undecided(
     undecided: Mapping[bytes, tuple[Verdict, SpanFate]],
     memory: AnnotationMemory | None = None,
     read: Read | None = None,
+    edits: SpanEdits | None = None,
 ) -> int:
     """Each call span whose call was not decided in its request: its own verdict."""
     return sum(
-        _add(spans, (span_id,), undecided_attributes(verdict, fate), memory, read)
+        _add(spans, (span_id,), undecided_attributes(verdict, fate), memory, read, edits)
         for span_id, (verdict, fate) in undecided.items()
     )
 
 
-def restore(spans: Iterable[Span], memory: AnnotationMemory) -> int:
+def restore(spans: Iterable[Span], memory: AnnotationMemory, edits: SpanEdits | None = None) -> int:
     """Spans seen before (an exporter's retry): what their first copy was given; how many."""
     restored = 0
     for span in spans:
         kept = memory.recall((span.trace_id, span.span_id))
         if kept is not None:
-            _write(span, kept)
+            _write(span, kept, None, edits)
             restored += 1
     return restored
 
@@ -228,16 +239,17 @@ def restore(spans: Iterable[Span], memory: AnnotationMemory) -> int:
 def _add(
     spans: Mapping[bytes, Span],
     span_ids: tuple[bytes, ...],
-    attributes: dict[str, Value],
+    attributes: Annotation,
     memory: AnnotationMemory | None,
     read: Read | None = None,
+    edits: SpanEdits | None = None,
 ) -> int:
     annotated = 0
     for span_id in span_ids:
         span = spans.get(span_id)
         if span is None:
             continue
-        _write(span, attributes, read.get(span_id) if read is not None else None)
+        _write(span, attributes, read.get(span_id) if read is not None else None, edits)
         if memory is not None:
             memory.keep((span.trace_id, span_id), attributes)
         annotated += 1
@@ -248,18 +260,34 @@ def _write(
     span: Span,
     attributes: Mapping[str, object],
     read: tuple[int, Mapping[str, object]] | None = None,
+    edits: SpanEdits | None = None,
 ) -> None:
     """Add what the span does not hold yet. Which keys it holds: from what the classifier
-    read of it (``read``) while nothing has been added since, else by reading every key."""
+    read of it (``read``) while nothing has been written into it since, else by reading
+    every key; and those ``edits`` holds for it."""
     present: Set[str]
     if read is not None and read[0] == len(span.attributes):
         present = read[1].keys()
     else:
         present = {kv.key for kv in span.attributes}
-    if isinstance(attributes, Annotation) and present.isdisjoint(attributes):
+    if edits is not None:
+        added = edits.keys_added(span)
+        if added:
+            present = present | added
+    if not (isinstance(attributes, Annotation) and present.isdisjoint(attributes)):
+        # Rare: the span holds some of these keys already (from a hop before this one, or
+        # given twice), or the attributes are two annotations' combined (the memory's).
+        missing = {k: v for k, v in attributes.items() if k not in present}
+        if not missing:
+            return
+        if edits is None:
+            _add_each(span, missing.items())
+            return
+        attributes = Annotation(missing)  # type: ignore[arg-type]  # values as written
+    if edits is not None:
+        edits.add(span, attributes)
+    else:
         span.MergeFromString(attributes.carrier)  # appends them all, in order, in one call
-        return
-    _add_each(span, ((k, v) for k, v in attributes.items() if k not in present))
 
 
 def _add_each(span: Span, attributes: Iterable[tuple[str, object]]) -> None:

@@ -34,8 +34,9 @@ from processor.engines.roster import RosterFinding, RosterHealth
 from processor.engines.turns import NS_PER_S
 from processor.inflight.enrich import annotate, annotate_listing, annotate_undecided, restore
 from processor.inflight.stage import engine_steps, run_in_place
+from processor.request.edits import SpanEdits
 from processor.request.sender import UNKNOWN_SENDER, Sender
-from processor.request.sparse import RequestSpans
+from processor.request.sparse import RequestSpans, SparseRequest
 from processor.telemetry.logs import SENDER_DRIVEN
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,9 @@ class Pipeline:
 
     def __call__(self, request: RequestSpans, sender: Sender = UNKNOWN_SENDER) -> None:
         with self._reading:
+            # A sparse request's spans are annotated through its edits (appended as bytes
+            # as it is encoded); a request decoded whole, in its spans.
+            edits = request.edits if isinstance(request, SparseRequest) else None
             classifier = self.classifier
             events = classifier.classify(
                 request,
@@ -96,16 +100,17 @@ class Pipeline:
             events.sort(key=_start_ns)
             run = engine_steps.get()
             if run is run_in_place:
-                self._publish(events, annotate_spans=True)
+                self._publish(events, annotate_spans=True, edits=edits)
             else:
                 for start in range(0, len(events), EVENTS_PER_STEP):
                     step = events[start : start + EVENTS_PER_STEP]
-                    run(functools.partial(self._publish, step, annotate_spans=True))
+                    run(functools.partial(self._publish, step, annotate_spans=True, edits=edits))
             annotate_undecided(
-                classifier.spans, classifier.undecided, self.annotations, classifier.read
+                classifier.spans, classifier.undecided, self.annotations, classifier.read, edits
             )
             spans = classifier.spans
-            restore((spans[span_id] for span_id in classifier.duplicates), self.annotations)
+            duplicates = (spans[span_id] for span_id in classifier.duplicates)
+            restore(duplicates, self.annotations, edits)
 
     def let_go(self) -> None:
         """Done with the request last read (``Classifier.let_go``)."""
@@ -162,7 +167,9 @@ class Pipeline:
             decision = replace(decision, stale_roster=True)
         return decision
 
-    def _publish(self, events: list[Event], *, annotate_spans: bool) -> None:
+    def _publish(
+        self, events: list[Event], *, annotate_spans: bool, edits: SpanEdits | None = None
+    ) -> None:
         # Every MCP span passes here: what the loop reads is looked up once, and the sinks
         # are called in place (as ``_emit`` would, a call less for each finding).
         sinks, share, log_decision = self._sinks, self.share, self._log
@@ -174,10 +181,10 @@ class Pipeline:
             if share is not None:
                 share(event, finding)
             if isinstance(finding, RosterFinding):
-                self._listing(finding, annotate_spans)
+                self._listing(finding, annotate_spans, edits)
                 continue
             if annotate_spans:
-                annotate(spans, finding, memory, read)
+                annotate(spans, finding, memory, read, edits)
             log_decision(finding)
             for sink in sinks:
                 sink(finding)
@@ -197,9 +204,13 @@ class Pipeline:
         )
         return replace(finding, stale_tools=stale) if stale else finding
 
-    def _listing(self, finding: RosterFinding, annotate_spans: bool) -> None:
+    def _listing(
+        self, finding: RosterFinding, annotate_spans: bool, edits: SpanEdits | None
+    ) -> None:
         if annotate_spans:
-            annotate_listing(self.classifier.spans, finding, self.annotations, self.classifier.read)
+            classifier = self.classifier
+            spans, read = classifier.spans, classifier.read
+            annotate_listing(spans, finding, self.annotations, read, edits)
         if finding.collapse is not None:
             collapse = finding.collapse
             log.info(

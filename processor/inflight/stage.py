@@ -6,7 +6,8 @@ very bytes that arrived, without being parsed or re-encoded; only its spans are 
 through a shallow view of the message that stops at the span boundary. If it can, the
 same question is asked of each of its spans, and only the spans that may be MCP spans are
 decoded (``processor/request/sparse.py``); the span hooks (classify, engines, enrich: later
-stages) run over them, and each is encoded again in its place among the others' bytes.
+stages) run over them, and each they annotated goes back in its place among the others'
+bytes, as its own bytes with the annotation's after them (``processor/request/edits.py``).
 
 It runs in two steps, so that the forwarder's queue can say no before any analysis runs
 (a refused request must leave no trace in the breaker, or its retry would read as a
@@ -54,9 +55,11 @@ log = logging.getLogger(__name__)
 MCP_MARKERS: tuple[bytes, ...] = (b"mcp", b"tool")
 
 SpanHook = Callable[[RequestSpans, Sender], None]
-"""A later stage: reads the request's spans (and who sent it), may annotate them. What it
-does to state that outlives the request (the engines, the consumers it tells) it does
-through ``engine_steps``."""
+"""A later stage: reads the request's spans (and who sent it), may annotate them: in a
+request read sparsely, through its ``edits`` (attributes appended as bytes; a span changed
+in place said so there, or it goes out as it came); in one decoded whole, in its spans.
+What it does to state that outlives the request (the engines, the consumers it tells) it
+does through ``engine_steps``."""
 
 EngineStep = Callable[[], object]
 

@@ -27,14 +27,24 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from processor.classify.dialects import READ_KEYS, READ_PREFIXES, may_be_mcp
 from processor.inflight.enrich import PREFIX, ROSTER_PREFIX, Read
 from processor.inflight.stage import SpanHook
+from processor.request.edits import SpanEdits
 from processor.request.sender import Sender
-from processor.request.sparse import RequestSpans
+from processor.request.sparse import RequestSpans, SparseRequest
 
 
-def strip_spans(spans: Iterable[Span], keys: frozenset[str], read: Read | None = None) -> None:
+def strip_spans(
+    spans: Iterable[Span],
+    keys: frozenset[str],
+    read: Read | None = None,
+    edits: SpanEdits | None = None,
+) -> None:
     """``read``: what the classifier read of each span (``Classifier.read``), which tells
     that a span holds none of ``keys`` without reading its every key, when each of them is
-    one the classifier reads and none is one the annotations write (``knowable``)."""
+    one the classifier reads and none is one the annotations write (``knowable``).
+    ``edits``: those of the sparse request the spans are from, told of each span changed
+    and of the keys no annotation may bring back."""
+    if edits is not None:
+        edits.leave_out(keys)
     for span in spans:
         if read is not None:
             seen = read.get(span.span_id)
@@ -44,6 +54,8 @@ def strip_spans(spans: Iterable[Span], keys: frozenset[str], read: Read | None =
         doomed = [i for i, kv in enumerate(attributes) if kv.key in keys]
         for index in reversed(doomed):
             del attributes[index]
+        if doomed and edits is not None:
+            edits.changed(span)
 
 
 def mcp_named_spans(request: RequestSpans) -> Iterable[Span]:
@@ -84,11 +96,12 @@ class StripAfter:
         self._read = read if knowable(self.keys) else None
 
     def __call__(self, request: RequestSpans, sender: Sender) -> None:
+        edits = request.edits if isinstance(request, SparseRequest) else None
         try:
             self._analyse(request, sender)
             spans = list(self._found())
             read = self._read() if self._read is not None else None
         except Exception:
-            strip_spans(mcp_named_spans(request), self.keys)
+            strip_spans(mcp_named_spans(request), self.keys, None, edits)
             raise
-        strip_spans(spans, self.keys, read)
+        strip_spans(spans, self.keys, read, edits)

@@ -6,9 +6,10 @@ naive parse-annotate-forward hop does in all. So the request is read through a s
 message (in C, with upb) whose spans are plain bytes; each span's bytes are searched for
 the markers, and only a span that holds one is decoded. Of those,
 the ones whose name may be an MCP span (``may_be_mcp``) are handed to the analysis; after
-it, each of them is encoded alone and put back in its place, and the shallow message,
-whose other spans never left their bytes, is encoded around them. A request in which no
-span changed is forwarded as the very bytes that came.
+it, each one the analysis annotated goes back in its place as its own bytes with the
+annotation's appended (``edits.py``), and the scopes that hold one are encoded again
+around their other spans, which never left their bytes. A request in which no span
+changed is forwarded as the very bytes that came.
 
 Checked here: the framing down to the span boundary (every span), that every resource,
 scope and span holding a marker decodes, and the trace and span ids of each span decoded
@@ -32,6 +33,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.dialects import may_be_mcp
 from processor.errors import InvalidRequest, UnreadableSpan
+from processor.request.edits import SpanEdits
 from processor.request.release import let_go
 
 try:  # a wheel for every common platform; where there is none, the plain scan answers
@@ -162,7 +164,10 @@ class _Opened:
 class SparseRequest:
     """Read as an ``ExportTraceServiceRequest`` is read (``resource_spans``, each one's
     ``resource`` and ``scope_spans``, each of those ``scope`` and ``spans``), but holding
-    only the spans that may be MCP spans; ``encode`` gives the whole request back."""
+    only the spans that may be MCP spans; ``encode`` gives the whole request back.
+
+    Its decoded spans are changed through ``edits`` (``processor/request/edits.py``): a
+    hook appends attributes there, and says there when it changed a span in place."""
 
     resource_spans: list[SparseResource]
     span_count: int  # spans in the request as it came
@@ -170,20 +175,32 @@ class SparseRequest:
     outer: Any
     opened: list[_Opened]
     original: bytes
+    edits: SpanEdits = field(default_factory=SpanEdits)
 
     def encode(self) -> bytes:
-        """The request with each decoded span as the analysis left it."""
-        if not any(o.read is not None or o.rejected for o in self.opened):
+        """The request with each decoded span as the analysis left it: only the spans it
+        edited, and the scopes that hold them, are encoded again."""
+        edits = self.edits
+        if not edits and not self.rejected:
             return self.original
+        touched = False
         for opened in self.opened:
             encoded = opened.shallow.spans
-            if opened.read is not None:
+            changed = bool(opened.rejected)
+            if edits and opened.read is not None:
                 for slot, span in zip(opened.read.slots, opened.read.spans, strict=True):
-                    encoded[slot] = span.SerializeToString()
+                    came = encoded[slot]
+                    goes = edits.encode(span, came)
+                    if goes is not came:
+                        encoded[slot] = goes
+                        changed = True
             for slot in reversed(opened.rejected):
                 del encoded[slot]
-            if opened.read is not None or opened.rejected:
+            if changed:
                 opened.outer.scope_spans[opened.index] = opened.shallow.SerializeToString()
+                touched = True
+        if not touched:
+            return self.original
         return bytes(self.outer.SerializeToString())
 
     def let_go(self) -> None:
@@ -191,6 +208,7 @@ class SparseRequest:
         for resource in self.resource_spans:
             for scope in resource.scope_spans:
                 let_go(scope.spans)
+        self.edits.clear()
 
 
 RequestSpans = ExportTraceServiceRequest | SparseRequest
