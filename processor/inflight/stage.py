@@ -80,8 +80,9 @@ runs: nothing else touches them."""
 
 class StagePath(enum.Enum):
     PASSTHROUGH = "passthrough"  # forwarded as received
-    # Analysed: its spans that may be MCP spans decoded and encoded again in their places,
-    # the others forwarded as their bytes came (or, from OTLP/JSON, decoded whole).
+    # Analysed: its spans that may be MCP spans decoded, and each one annotated put back
+    # in its place as its bytes with the annotation's appended; the others forwarded as
+    # their bytes came (or, from OTLP/JSON, decoded whole and encoded again).
     PARSED = "parsed"
     # May hold an MCP span, but a resource, scope or span that holds a marker does not
     # decode (invalid UTF-8 in a string, a corrupt length inside, nesting past the

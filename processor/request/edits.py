@@ -41,7 +41,9 @@ class SpanEdits:
     __slots__ = ("_added", "_changed", "_kept", "_left_out")
 
     def __init__(self) -> None:
-        self._added: dict[int, list[Encoded]] = {}
+        # One annotation, or those added in turn: most spans are given one, and a list
+        # each would be one more object per span for the garbage collector to count.
+        self._added: dict[int, Encoded | tuple[Encoded, ...]] = {}
         self._changed: set[int] = set()
         self._left_out: frozenset[str] = frozenset()
         self._kept: dict[int, bytes] = {}  # an annotation's bytes without the keys left out
@@ -52,18 +54,21 @@ class SpanEdits:
 
     def add(self, span: Any, attributes: Encoded) -> None:
         """Append ``attributes`` to ``span`` as it is encoded (after any added before)."""
-        added = self._added.get(id(span))
-        if added is None:
-            self._added[id(span)] = [attributes]
+        key = id(span)
+        earlier = self._added.get(key)
+        if earlier is None:
+            self._added[key] = attributes
+        elif isinstance(earlier, tuple):
+            self._added[key] = (*earlier, attributes)
         else:
-            added.append(attributes)
+            self._added[key] = (earlier, attributes)
 
     def keys_added(self, span: Any) -> Set[str]:
         added = self._added.get(id(span))
         if added is None:
             return frozenset()
-        if len(added) == 1:
-            return added[0].keys()
+        if not isinstance(added, tuple):
+            return added.keys()
         return frozenset().union(*(attributes.keys() for attributes in added))
 
     def changed(self, span: Any) -> None:
@@ -83,8 +88,8 @@ class SpanEdits:
         added = self._added.get(key)
         if added is None:
             return body
-        if len(added) == 1:
-            return body + self._encoded(added[0])
+        if not isinstance(added, tuple):
+            return body + self._encoded(added)
         return body + b"".join(self._encoded(attributes) for attributes in added)
 
     def _encoded(self, attributes: Encoded) -> bytes:
