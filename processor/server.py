@@ -31,6 +31,7 @@ from processor.advisories.admin import AdminServicer
 from processor.advisories.service import AdvisoryService
 from processor.advisories.servicer import AdvisoriesServicer
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
+from processor.allocator import tune_allocator
 from processor.auth.tls import grpc_server_credentials, ssl_server_context
 from processor.auth.tokens import TokenMap
 from processor.classify.classifier import Classifier
@@ -505,6 +506,7 @@ async def serve(
         await service.stop()
         return ExitStatus.STARTUP_FAILED
     tune_garbage_collection()
+    tune_allocator()
     if on_started is not None:
         on_started(dict(service.ports))
     stopping = asyncio.Event()
