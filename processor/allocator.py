@@ -11,17 +11,18 @@ crossing them: here, copying a request's 195 KiB of scopes into Python took 77 Â
 defaults against 5 with the thresholds below, nearly all of it page faults on memory the
 kernel had just been given back (bench/classify.py's payloads, a scratch timing).
 
-Set explicitly, the thresholds stop moving. The price is memory: up to
-``TRIM_THRESHOLD_BYTES`` of freed memory stays in the process instead of going back to the
-kernel (the queue and the stores are bounded by their own settings; this bounds only what
-they leave free). Only glibc has ``mallopt`` with these parameters; elsewhere (musl,
-macOS) nothing is changed.
+Set explicitly, the thresholds stop moving. The price is memory: freed memory stays in
+the process instead of going back to the kernel, up to ``TRIM_THRESHOLD_BYTES`` at the top
+of each of glibc's heaps (the main one, and one per thread that allocates, up to eight
+per core), and a freed request below ``MMAP_THRESHOLD_BYTES`` is a hole in a heap rather
+than a mapping given back. The queue and the stores are bounded by their own settings;
+this is what they leave free, not a bound. Only glibc takes these parameters; elsewhere
+(musl, macOS) nothing is changed.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 
 log = logging.getLogger(__name__)
@@ -38,22 +39,20 @@ _M_MMAP_THRESHOLD = -3
 
 def tune_allocator() -> bool:
     """Set the thresholds; whether the C library took them (glibc does)."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        mallopt = ctypes.CDLL(name).mallopt
+        # The C library this process already runs on (no search for it on disk).
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # no mallopt: not glibc
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    taken = all(
+    taken = [
         mallopt(parameter, value) == 1
         for parameter, value in (
             (_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES),
             (_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES),
         )
-    )
-    if not taken:
+    ]
+    if not all(taken):  # musl's mallopt, for one, takes nothing
         log.debug("the C library did not take the allocator's thresholds")
-    return taken
+    return all(taken)

@@ -201,7 +201,7 @@ class Service:
             analyse = StripAfter(
                 self.pipeline,
                 # Read after each request: the classifier rebinds its span map per request.
-                lambda: self.pipeline.classifier.spans.values(),
+                self.pipeline.classifier.read_spans,
                 config.forward.strip_attributes,
                 lambda: self.pipeline.classifier.read,
             )
@@ -494,6 +494,7 @@ async def serve(
     ``reuse_port`` and ``on_started`` (given the ports listened on): for a worker of
     ``serve --workers`` (processor/workers.py)."""
     raise_open_files_limit()
+    tune_allocator()
     try:
         service = Service(config, reuse_port=reuse_port)
     except StartupError as error:
@@ -506,7 +507,6 @@ async def serve(
         await service.stop()
         return ExitStatus.STARTUP_FAILED
     tune_garbage_collection()
-    tune_allocator()
     if on_started is not None:
         on_started(dict(service.ports))
     stopping = asyncio.Event()

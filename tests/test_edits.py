@@ -47,7 +47,10 @@ def attributes(span: Span) -> dict[str, Any]:
 
 def test_an_annotated_span_goes_out_as_its_own_bytes_with_the_annotation_after() -> None:
     plain = make_span("GET /health", 9)
-    payload = make_request(plain, call_span(1)).SerializeToString()
+    call = call_span(1)
+    # A field after the attributes: a span encoded again would put ours before it.
+    call.events.add(name="progress", time_unix_nano=call.start_time_unix_nano)
+    payload = make_request(plain, call).SerializeToString()
     came = spans_as_bytes(payload)
 
     out = stage().from_protobuf(payload).payload
@@ -126,6 +129,17 @@ def test_what_one_edit_added_the_next_sees_and_a_change_in_place_is_encoded() ->
         ("mcp.breaker.state", "closed"),
         ("mcp.breaker.state", "open"),
     ]
+
+
+def test_a_retried_span_goes_out_with_what_its_first_copy_was_given() -> None:
+    payload = make_request(call_span(1)).SerializeToString()
+    hop = stage()
+    first = hop.from_protobuf(payload).payload
+    again = hop.from_protobuf(payload).payload  # the exporter's retry: read once, not twice
+
+    assert again == first
+    span = ExportTraceServiceRequest.FromString(again).resource_spans[0].scope_spans[0].spans[0]
+    assert attributes(span)["mcp.breaker.outcome"].string_value == "ok"
 
 
 def test_edits_of_no_span_leave_the_request_as_it_came() -> None:

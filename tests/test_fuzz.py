@@ -241,7 +241,7 @@ def make_rig(
     registry.register(StoreCollector(pipeline.store_sizes, lambda: {}))
     hook = StripAfter(
         pipeline,
-        lambda: pipeline.classifier.spans.values(),
+        pipeline.classifier.read_spans,
         config.forward.strip_attributes,
         lambda: pipeline.classifier.read,
     )

@@ -70,7 +70,7 @@ def make_path(config: ServiceConfig, tenant_must_match: bool, *, walking: bool =
     )
     hook = StripAfter(
         pipeline,
-        lambda: pipeline.classifier.spans.values(),
+        pipeline.classifier.read_spans,
         config.forward.strip_attributes,
         lambda: pipeline.classifier.read,
     )

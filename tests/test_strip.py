@@ -19,6 +19,7 @@ from opentelemetry.trace import SpanKind
 from processor.inflight.stage import Stage
 from processor.inflight.strip import StripAfter
 from processor.request.sender import Sender
+from processor.server import Service
 from tests.sdk import RESOURCE, export_grpc
 from tests.support import CaptureCollector, ServiceThread, make_config, wait_until
 
@@ -110,6 +111,26 @@ class TestTheHook:
         assert errors == [1]  # still counted and logged as an analysis failure
         assert [attributes(s) for s in mcp] == [{"keep": "x"}] * 4
         assert attributes(other) == PAYLOAD
+
+    @pytest.mark.parametrize("path", ["protobuf", "decoded whole"])
+    def test_spans_of_one_request_that_share_an_id_are_all_stripped(self, path: str) -> None:
+        # A sender's bug or a forgery: three call spans with one span id, in two traces.
+        request = request_with(*[("mcp.tool.call", {**PAYLOAD, "mcp.tool.name": "t"})] * 3)
+        spans = spans_of(request)
+        for span in spans:
+            span.span_id = bytes(range(11, 19))
+        spans[1].trace_id = bytes(range(2, 18))
+        stage = Service(make_config()).stage
+        if path == "protobuf":
+            prepared = stage.from_protobuf(request.SerializeToString())
+        else:
+            prepared = stage.from_request(request)
+
+        assert ARGUMENTS.encode() not in prepared.payload
+        forwarded = spans_of(ExportTraceServiceRequest.FromString(prepared.payload))
+        assert len(forwarded) == 3
+        assert all(attributes(s)["keep"] == "x" for s in forwarded)
+        assert not any("mcp.tool.arguments" in attributes(s) for s in forwarded)
 
 
 def harness_spans() -> list[ReadableSpan]:

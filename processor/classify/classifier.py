@@ -74,6 +74,8 @@ class Classifier:
         # wanted ones, as read. Every key under "mcp." is wanted, so enrich and strip learn
         # from this which of their keys a span holds without reading every key again.
         self.read: dict[bytes, tuple[int, Mapping[str, AttributeValue]]] = {}
+        # MCP spans of that request whose id a later one of it has too: not in ``spans``.
+        self.shadowed: list[Span] = []
         # The ids of those read before (an exporter's retry): forwarded with what they were
         # given the first time (enrich.restore).
         self.duplicates: list[bytes] = []
@@ -113,12 +115,14 @@ class Classifier:
         self._latest_ns = int((self._wall_clock() + self.config.max_clock_skew_s) * NS_PER_S)
         self.spans = {}
         self.read = {}
+        self.shadowed = []
         self._decider.begin(now)
         self.duplicates = []
         events: list[Event] = []
         readings: list[Reading] = []
         # Locals: the loop below runs for every span of the request.
         wanted, patterns, found, kept = self._wanted, self._patterns, self.spans, self.read
+        collided: set[bytes] = set()
         latest_ns = self._latest_ns
         for resource_spans in request.resource_spans:
             resource: dict[str, AttributeValue] | None = None
@@ -149,10 +153,13 @@ class Classifier:
                     if reading is not None:
                         reading.tenant, reading.harness = tenant_name, harness
                         self._cut_names(reading)
-                        found[span_view.span_id] = span
+                        span_id = span_view.span_id
+                        if span_id in found:  # rare: see _shadow
+                            self._shadow(span_id, collided)
+                        found[span_id] = span
                         count = span_view.attribute_count
-                        if count <= MAX_ATTRIBUTES:
-                            kept[span_view.span_id] = (count, span_view.attributes)
+                        if count <= MAX_ATTRIBUTES and not (collided and span_id in collided):
+                            kept[span_id] = (count, span_view.attributes)
                         readings.append(reading)
         decider = self._decider
         for root, layers in self._layered(readings):
@@ -164,11 +171,27 @@ class Classifier:
         let_go(readings)  # most of them held by nothing else: see let_go
         return events
 
+    def read_spans(self) -> list[Span]:
+        """Every MCP span of the request last classified, the shadowed ones too: what the
+        stripping goes through."""
+        return [*self.spans.values(), *self.shadowed]
+
+    def _shadow(self, span_id: bytes, collided: set[bytes]) -> None:
+        """Two MCP spans of one request with one id (a sender's bug, or a forgery): the
+        later takes the id's place in ``spans`` (the annotations' map), and the earlier is
+        kept apart so that the stripping still finds it. What was read of either cannot
+        tell the hooks which keys the other holds (``read`` is by id), so it is dropped:
+        they read every key of both."""
+        self.shadowed.append(self.spans[span_id])
+        self.read.pop(span_id, None)
+        collided.add(span_id)
+
     def let_go(self) -> None:
         """Done with the request last classified: what the hooks after it read (its spans,
         their attributes, the undecided ones) is let go a slice at a time, in the thread
         that analysed it, rather than all at once when the next request comes."""
         let_go(self.spans)
+        let_go(self.shadowed)
         let_go(self.read)
         let_go(self.duplicates)
         let_go(self._decider.undecided)
