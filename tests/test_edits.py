@@ -8,8 +8,10 @@ generated traffic.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
@@ -21,6 +23,7 @@ from processor.request.edits import SpanEdits
 from processor.request.sparse import ShallowRequest, read_sparse
 from processor.server import Service
 from tests.otlp_builders import make_request, make_span
+from tests.test_sparse import make_path
 
 HARNESS_CALL = "mcp.tool.call"
 
@@ -149,3 +152,77 @@ def test_edits_of_no_span_leave_the_request_as_it_came() -> None:
     edits: SpanEdits = sparse.edits
     edits.leave_out(frozenset({"mcp.tool.arguments"}))
     assert sparse.encode() is payload
+
+
+# The payload keys of every dialect read: what an operator strips to keep arguments and
+# results from the next hop.
+PAYLOAD_KEYS = (
+    "mcp.tool.arguments",
+    "mcp.tool.result",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "input.value",
+    "output.value",
+)
+CAPTURES = sorted(
+    path
+    for folder in ("frameworks", "real-spans")
+    for path in (Path(__file__).resolve().parent / "fixtures" / folder).glob("*.otlp.bin")
+)
+
+
+def one_request_per_span(request: ExportTraceServiceRequest) -> list[ExportTraceServiceRequest]:
+    """Each span of ``request`` alone, with its resource and scope: an exporter that sends
+    each span as it ends."""
+    alone = []
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                piece = ExportTraceServiceRequest()
+                resource = piece.resource_spans.add(resource=resource_spans.resource)
+                resource.scope_spans.add(scope=scope_spans.scope).spans.append(span)
+                alone.append(piece)
+    return alone
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda path: path.name.removesuffix(".otlp.bin"))
+@pytest.mark.parametrize("order", ["as recorded", "a span a request, last first"])
+def test_real_captures_go_out_as_the_whole_decode_sends_them(capture: Path, order: str) -> None:
+    """The agent frameworks' runs (their scripted models) and the MCP SDKs' spans: every
+    layer and both halves of each call, in one request or one span per request, the later
+    first. What the sparse path forwards decodes as the whole-decode path's output; each MCP
+    span is its received bytes with the annotation after them, unless the stripping
+    changed it."""
+    recorded = ExportTraceServiceRequest.FromString(capture.read_bytes())
+    requests = [recorded] if order == "as recorded" else one_request_per_span(recorded)[::-1]
+    config = ServiceConfig(forward=ForwardConfig(strip_attributes=PAYLOAD_KEYS))
+    spliced = make_path(config, tenant_must_match=False)
+    whole = make_path(config, tenant_must_match=False, walking=True)
+    kept_bytes = 0  # MCP spans forwarded as their bytes with an annotation after them
+    stripped_spans = 0  # and encoded again without their payload
+    for request in requests:
+        payload = request.SerializeToString()
+        cut = spliced.stage.from_protobuf(payload)
+        full = whole.stage.from_request(ExportTraceServiceRequest.FromString(payload))
+        assert ExportTraceServiceRequest.FromString(cut.payload) == (
+            ExportTraceServiceRequest.FromString(full.payload)
+        )
+        for came, went, span in zip(
+            spans_as_bytes(payload), spans_as_bytes(cut.payload), spans_of(request), strict=True
+        ):
+            if went != came and set(PAYLOAD_KEYS) & {kv.key for kv in span.attributes}:
+                # An MCP span that held a payload key (a span of another kind goes on as it
+                # came): encoded again, without it.
+                stripped_spans += 1
+                assert not set(PAYLOAD_KEYS) & set(attributes(Span.FromString(went)))
+            else:
+                assert went.startswith(came)
+                kept_bytes += went != came
+    assert spliced.findings == whole.findings
+    assert spliced.errors == whole.errors == []
+    assert spliced.findings  # each capture holds calls or listings the analysis found
+    assert kept_bytes + stripped_spans > 0
+
+
+def spans_of(request: ExportTraceServiceRequest) -> list[Span]:
+    return [s for r in request.resource_spans for sc in r.scope_spans for s in sc.spans]

@@ -122,7 +122,6 @@ class Classifier:
         readings: list[Reading] = []
         # Locals: the loop below runs for every span of the request.
         wanted, patterns, found, kept = self._wanted, self._patterns, self.spans, self.read
-        collided: set[bytes] = set()
         latest_ns = self._latest_ns
         for resource_spans in request.resource_spans:
             resource: dict[str, AttributeValue] | None = None
@@ -154,13 +153,15 @@ class Classifier:
                         reading.tenant, reading.harness = tenant_name, harness
                         self._cut_names(reading)
                         span_id = span_view.span_id
-                        if span_id in found:  # rare: see _shadow
-                            self._shadow(span_id, collided)
+                        if span_id in found:  # rare: see _unread_shadowed
+                            self.shadowed.append(found[span_id])
                         found[span_id] = span
                         count = span_view.attribute_count
-                        if count <= MAX_ATTRIBUTES and not (collided and span_id in collided):
+                        if count <= MAX_ATTRIBUTES:
                             kept[span_id] = (count, span_view.attributes)
                         readings.append(reading)
+        if self.shadowed:
+            self._unread_shadowed()
         decider = self._decider
         for root, layers in self._layered(readings):
             events.extend(decider.take(root, layers))
@@ -176,15 +177,14 @@ class Classifier:
         stripping goes through."""
         return [*self.spans.values(), *self.shadowed]
 
-    def _shadow(self, span_id: bytes, collided: set[bytes]) -> None:
+    def _unread_shadowed(self) -> None:
         """Two MCP spans of one request with one id (a sender's bug, or a forgery): the
-        later takes the id's place in ``spans`` (the annotations' map), and the earlier is
-        kept apart so that the stripping still finds it. What was read of either cannot
-        tell the hooks which keys the other holds (``read`` is by id), so it is dropped:
-        they read every key of both."""
-        self.shadowed.append(self.spans[span_id])
-        self.read.pop(span_id, None)
-        collided.add(span_id)
+        later took the id's place in ``spans`` (the annotations' map), and the earlier is
+        kept apart so that the stripping still finds it. What was read of one cannot tell
+        the hooks which keys the other holds (``read`` is by id), so it is dropped: they
+        read every key of both."""
+        for span in self.shadowed:
+            self.read.pop(span.span_id, None)
 
     def let_go(self) -> None:
         """Done with the request last classified: what the hooks after it read (its spans,

@@ -57,6 +57,10 @@ class Annotation(dict[str, Value]):
         # merge), merging its bytes only parses them.
         self.carrier = carrier.SerializeToString()
 
+    def without(self, keys: Set[str]) -> Annotation:
+        """These attributes but those under ``keys`` (the keys a later hook strips)."""
+        return Annotation({k: v for k, v in self.items() if k not in keys})
+
 
 class _Shapes:
     """The annotation of each shape of finding, built once. Bounded: a shape carries
@@ -280,14 +284,11 @@ def _write(
         missing = {k: v for k, v in attributes.items() if k not in present}
         if not missing:
             return
-        if edits is None:
-            _add_each(span, missing.items())
-            return
         attributes = Annotation(missing)  # type: ignore[arg-type]  # values as written
-    if edits is not None:
-        edits.add(span, attributes)
-    else:
+    if edits is None:
         span.MergeFromString(attributes.carrier)  # appends them all, in order, in one call
+    else:
+        edits.add(span, attributes)
 
 
 def _add_each(span: Span, attributes: Iterable[tuple[str, object]]) -> None:

@@ -23,15 +23,18 @@ from __future__ import annotations
 from collections.abc import Set
 from typing import Any, Protocol
 
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
-
 
 class Encoded(Protocol):
-    """Attributes to add, as a mapping, and ``carrier``: a span holding only them, encoded."""
+    """Attributes to add, as a mapping, and ``carrier``: a span holding only them, encoded
+    (``enrich.Annotation``)."""
 
     carrier: bytes
 
     def keys(self) -> Set[str]: ...
+
+    def without(self, keys: Set[str]) -> Encoded:
+        """The same attributes but those under ``keys``."""
+        ...
 
 
 class SpanEdits:
@@ -80,9 +83,13 @@ class SpanEdits:
         self._left_out = self._left_out | keys
         self._kept.clear()
 
+    def touched(self, span: Any) -> bool:
+        """Whether ``span`` goes out otherwise than as its bytes came."""
+        key = id(span)
+        return key in self._added or key in self._changed
+
     def encode(self, span: Any, came: bytes) -> bytes:
-        """The span as it goes out; ``came``, its bytes as received, is returned itself
-        when nothing changed it."""
+        """The span as it goes out, ``came`` being its bytes as received."""
         key = id(span)
         body = span.SerializeToString() if key in self._changed else came
         added = self._added.get(key)
@@ -99,14 +106,10 @@ class SpanEdits:
         # Once per shape of annotation and request: most spans share a few of them.
         kept = self._kept.get(id(attributes))
         if kept is None:
-            kept = attributes.carrier
-            if not left_out.isdisjoint(attributes.keys()):
-                carrier = Span.FromString(kept)
-                entries = carrier.attributes
-                for index in reversed(range(len(entries))):
-                    if entries[index].key in left_out:
-                        del entries[index]
-                kept = carrier.SerializeToString()
+            if left_out.isdisjoint(attributes.keys()):
+                kept = attributes.carrier
+            else:
+                kept = attributes.without(left_out).carrier
             self._kept[id(attributes)] = kept
         return kept
 
