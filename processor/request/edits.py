@@ -83,13 +83,9 @@ class SpanEdits:
         self._left_out = self._left_out | keys
         self._kept.clear()
 
-    def touched(self, span: Any) -> bool:
-        """Whether ``span`` goes out otherwise than as its bytes came."""
-        key = id(span)
-        return key in self._added or key in self._changed
-
     def encode(self, span: Any, came: bytes) -> bytes:
-        """The span as it goes out, ``came`` being its bytes as received."""
+        """The span as it goes out; ``came``, its bytes as received, is returned itself
+        when nothing changed it (one call per span: this runs for every MCP span)."""
         key = id(span)
         body = span.SerializeToString() if key in self._changed else came
         added = self._added.get(key)

@@ -189,8 +189,10 @@ class SparseRequest:
             changed = bool(opened.rejected)
             if edits and opened.read is not None:
                 for slot, span in zip(opened.read.slots, opened.read.spans, strict=True):
-                    if edits.touched(span):
-                        encoded[slot] = edits.encode(span, encoded[slot])
+                    came = encoded[slot]
+                    goes = edits.encode(span, came)
+                    if goes is not came:
+                        encoded[slot] = goes
                         changed = True
             for slot in reversed(opened.rejected):
                 del encoded[slot]
