@@ -286,6 +286,62 @@ def test_a_client_half_minutes_after_its_server_half_decided_the_call_adds_none(
     assert late == [] and fake.classifier.pending_calls == 0
 
 
+def classify_as(fake: FakeClock, tenant: str, *spans: Span) -> list[Event]:
+    """A request sent under ``tenant``'s credentials (the sender's tenant overrides the
+    resource's)."""
+    return fake.classifier.classify(as_request(list(spans)), now=fake.now, tenant=tenant)
+
+
+def by_tenant(events: list[Event]) -> dict[str, list[tuple[Outcome, tuple[bytes, ...]]]]:
+    told: dict[str, list[tuple[Outcome, tuple[bytes, ...]]]] = {}
+    for call in calls_in(events):
+        told.setdefault(call.tenant, []).append((call.outcome, call.span_ids))
+    return told
+
+
+def test_another_tenants_server_half_does_not_complete_a_held_client_half() -> None:
+    """A sender under globex's credentials replays acme's trace and span ids as a failed
+    server half: acme's call is not failed by it; each tenant's call stands on its own
+    spans."""
+    fake = FakeClock()
+    events = classify_as(fake, "acme", client_half())
+    fake.now += 0.5
+    events += classify_as(fake, "globex", server_half())
+    events += fake.advance(3600.0)
+    assert by_tenant(events) == {
+        "acme": [(Outcome.UNKNOWN, (span_id(1),))],
+        "globex": [(Outcome.FAILED, (span_id(2),))],
+    }
+
+
+def test_another_tenants_client_half_does_not_complete_a_held_server_half() -> None:
+    fake = FakeClock()
+    events = classify_as(fake, "acme", flagged(server_half(failed=False), REMOTE_PARENT))
+    assert events == [] and fake.classifier.pending_calls == 1  # held for its client half
+    fake.now += 0.5
+    events += classify_as(fake, "globex", client_half())
+    assert fake.classifier.pending_calls == 2  # neither took the other
+    events += fake.advance(3600.0)
+    told = by_tenant(events)
+    assert told["acme"] == [(Outcome.OK, (span_id(2),))]
+    assert [spans for _, spans in told["globex"]] == [(span_id(1),)]
+
+
+def test_a_half_under_another_tenant_is_not_absorbed_into_a_decided_call() -> None:
+    """acme's call, decided from both halves, absorbs a late copy of its own halves'
+    keys; a server half under globex's credentials with those keys is globex's call."""
+    fake = FakeClock()
+    events = classify_as(fake, "acme", client_half(), server_half())
+    fake.now += 1.0
+    events += classify_as(fake, "acme", server_half(3))  # the same call's keys: absorbed
+    events += classify_as(fake, "globex", server_half(4))
+    events += fake.advance(3600.0)
+    assert by_tenant(events) == {
+        "acme": [(Outcome.FAILED, (span_id(1), span_id(2)))],
+        "globex": [(Outcome.FAILED, (span_id(4),))],
+    }
+
+
 # --- de-duplication -----------------------------------------------------------------------
 
 DUPLICATES = [

@@ -125,23 +125,25 @@ def _pairing_keys(
     which its other half is.
 
     Each key names the side it belongs to, so two client halves that happen to share a
-    request id are never taken for a pair.
+    request id are never taken for a pair; and the tenant, so that a span sent under one
+    tenant's credentials, with another's trace and span ids, neither completes nor is
+    absorbed into that tenant's call.
     """
     # The sides as plain strings: a tuple of strings and bytes is one the garbage collector
     # stops tracking, where a Side in it would keep every key kept here in its sight.
     mine, other = (_CLIENT, _SERVER) if side is Side.CLIENT else (_SERVER, _CLIENT)
-    trace_id, request_id = reading.span.trace_id, reading.request_id
+    tenant, trace_id, request_id = reading.tenant, reading.span.trace_id, reading.request_id
     if request_id is None:
         if not link:
             return (), ()
-        return (("span", mine, trace_id, link),), (("span", other, trace_id, link),)
-    by_request = ("request", mine, trace_id, request_id, reading.tool)
-    other_by_request = ("request", other, trace_id, request_id, reading.tool)
+        return (("span", mine, tenant, trace_id, link),), (("span", other, tenant, trace_id, link),)
+    by_request = ("request", mine, tenant, trace_id, request_id, reading.tool)
+    other_by_request = ("request", other, tenant, trace_id, request_id, reading.tool)
     if not link:
         return (by_request,), (other_by_request,)
     return (
-        (("span", mine, trace_id, link), by_request),
-        (("span", other, trace_id, link), other_by_request),
+        (("span", mine, tenant, trace_id, link), by_request),
+        (("span", other, tenant, trace_id, link), other_by_request),
     )
 
 
