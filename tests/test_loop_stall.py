@@ -29,6 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from prometheus_client import CollectorRegistry
 
+from processor import offloop
 from processor.advisories.v1 import advisories_pb2 as pb
 from processor.advisories.v1 import advisories_pb2_grpc as pb_grpc
 from processor.engines.breaker import CallDecision
@@ -36,7 +37,7 @@ from processor.forward.queue import Admission, Forwarder, Release
 from processor.forward.senders import GrpcSender
 from processor.inflight.enrich import PREFIX
 from processor.inflight.stage import Stage
-from processor.receive import intake, offloop
+from processor.receive import intake
 from processor.receive.intake import ANALYSE_IN_PLACE_SPANS, Intake, IntakeOutcome, Transport
 from processor.request.otlp import EXPORT_METHOD
 from processor.request.sender import Sender

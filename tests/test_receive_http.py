@@ -22,9 +22,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from processor.offloop import ANALYSIS_SWITCH_S, DEFERRED_OLD_THRESHOLD
 from processor.receive import http
 from processor.receive.codec import request_from_json
-from processor.receive.offloop import ANALYSIS_SWITCH_S, DEFERRED_OLD_THRESHOLD
 from tests.otlp_builders import (
     ACCEPTED_SPANS,
     GARBAGE,

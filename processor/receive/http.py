@@ -20,11 +20,11 @@ from google.rpc import code_pb2, status_pb2
 from processor.auth.tokens import bearer_token
 from processor.config.receivers import DEFAULT_HTTP_MAX_INFLIGHT_BYTES
 from processor.errors import InvalidRequest, RequestTooLarge
+from processor.offloop import OFF_THE_LOOP
 from processor.receive.budget import Budget, Reservation
 from processor.receive.codec import gunzip_capped, message_to_json, request_from_json
 from processor.receive.gate import Gate, ssl_common_name
 from processor.receive.intake import Intake, IntakeOutcome, Transport
-from processor.receive.offloop import OFF_THE_LOOP
 from processor.request.otlp import JSON, PROTOBUF, TRACES_PATH
 from processor.request.sender import Sender
 

@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from processor.forward.queue import Admission, Downstream
 from processor.inflight.stage import EngineStep, Opened, Prepared, Stage
-from processor.receive.offloop import OFF_THE_LOOP
+from processor.offloop import OFF_THE_LOOP
 from processor.request.sender import UNKNOWN_SENDER, Sender
 from processor.telemetry.metrics import SelfMetrics
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from processor.receive import offloop
-from processor.receive.offloop import (
+from processor import offloop
+from processor.offloop import (
     ANALYSIS_SWITCH_S,
     DEFERRED_OLD_THRESHOLD,
     MAX_DEFERRAL_S,

@@ -1,7 +1,8 @@
 """How the interpreter is set while a large request is worked on in a thread.
 
 A large request is opened, decoded and analysed in a worker thread so that the event loop
-serves everyone else meanwhile (intake.py, http.py). The thread and the loop share one
+serves everyone else meanwhile (receive/intake.py, receive/http.py), and one larger than
+the next hop takes is cut into pieces in one (forward/queue.py). The thread and the loop share one
 interpreter lock, and two of the interpreter's settings decide how long the loop waits
 for it. Both are process-wide, so each is changed by the first thread that needs it and
 put back by the last (a count, under a lock: several requests may be in threads at once).
