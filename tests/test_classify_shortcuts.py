@@ -5,11 +5,7 @@ against the encoder's own. (The builders: tests/test_cheap_dataclasses.py.)"""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
-from mcp_breaker_client.shared.fingerprint import _CANONICAL, _normalize, canonical_json
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify import dialects
@@ -66,24 +62,3 @@ def test_what_the_classifier_read_counts_every_attribute_and_keeps_only_the_want
     classifier.classify(as_request([small, large]), now=0.0)
     assert set(classifier.spans) == {small.span_id, large.span_id}
     assert classifier.read == {small.span_id: (3, call)}  # http.url counted, not read
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        None,
-        "text",
-        "\ud800 lone",
-        3,
-        2.0,
-        float("nan"),
-        [1, 2.5, {"b": 1, "a": [True, None]}],
-        {"z": {"y": "é"}, "a": 1e300, 7: "seven"},
-    ],
-)
-def test_the_prebuilt_encoder_writes_what_the_encoder_writes(value: Any) -> None:
-    normalized = _normalize(value, 0)
-    assert canonical_json(value) == _CANONICAL.encode(normalized)
-    assert canonical_json(value) == json.dumps(
-        normalized, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )

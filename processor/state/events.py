@@ -24,10 +24,10 @@ a state the wire cannot carry.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from typing import Any
 
+from mcp_breaker_client.shared.compact_json import compact_encoder
 from mcp_breaker_client.shared.verdict import Verdict
 
 from processor.classify.events import (
@@ -83,7 +83,7 @@ _LISTING_FIELDS = tuple(
 )
 
 
-_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_JSON = compact_encoder(sort_keys=False)  # one C encoder, built once: see compact_json
 # The first item of an array names its kind; the rest are a call's fields in this order
 # (the keys of the object form), or a listing's (_LISTING_FIELDS, trace, spans, dialect).
 _CALL = "call"
@@ -123,8 +123,8 @@ def encode(event: SharedEvent) -> bytes:
         items += [event.trace_id.hex(), [span.hex() for span in event.span_ids]]
         items.append(event.dialect.value)
     else:
-        return _JSON.encode(_encode(event)).encode()
-    return _JSON.encode(items).encode()
+        return _JSON(_encode(event)).encode()
+    return _JSON(items).encode()
 
 
 def decode(data: bytes, *, at_s: float | None = None, bounds: Bounds = BOUNDS) -> SharedEvent:

@@ -8,45 +8,21 @@ give no fingerprint at all, never a made-up one; raw arguments never leave this 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
+
+from mcp_breaker_client.shared.compact_json import compact_encoder
 
 FINGERPRINT_HEX_CHARS = 32  # 128 bits: collisions are not a concern at any traffic we see
 MAX_DEPTH = 32  # what is nested deeper than this is hashed as one marker
 DEEP_MARKER = "<nested too deep>"
 
 
-# Built once: json.dumps with any option set builds a new encoder on every call, which
-# costs about as much as encoding a call's arguments. An encoder keeps no state between calls.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-# And its C encoder, built once too: encode() builds a new one on every call, which costs
-# more than encoding small arguments. Without a check for circular references (markers
-# None): what _normalize returns is a tree it built itself, bounded in depth. Its output
-# is what encode() gives (the same C encoder, with the same options).
-_C_ENCODE = (
-    None
-    if c_make_encoder is None
-    else c_make_encoder(
-        None,
-        _CANONICAL.default,
-        encode_basestring,
-        None,
-        _CANONICAL.key_separator,
-        _CANONICAL.item_separator,
-        True,  # sort_keys
-        False,  # skipkeys
-        True,  # allow_nan (_normalize leaves no NaN or infinity)
-    )
-)
+_CANONICAL_JSON = compact_encoder(sort_keys=True)
 
 
 def canonical_json(value: Any) -> str:
-    normalized = _normalize(value, 0)
-    if _C_ENCODE is None:
-        return _CANONICAL.encode(normalized)
-    return "".join(_C_ENCODE(normalized, 0))
+    return _CANONICAL_JSON(_normalize(value, 0))
 
 
 def fingerprint(server: str | None, tool: str, arguments: Any) -> str:
