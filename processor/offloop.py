@@ -2,9 +2,9 @@
 
 A large request is opened, decoded and analysed in a worker thread so that the event loop
 serves everyone else meanwhile (receive/intake.py, receive/http.py), and one larger than
-the next hop takes is cut into pieces in one (forward/queue.py). The thread and the loop share one
-interpreter lock, and two of the interpreter's settings decide how long the loop waits
-for it. Both are process-wide, so each is changed by the first thread that needs it and
+the next hop takes is cut into pieces in one (forward/queue.py). The thread and the loop
+share one interpreter lock, and two of the interpreter's settings decide how long the loop
+waits for it. Both are process-wide, so each is changed by the first thread that needs it and
 put back by the last (a count, under a lock: several requests may be in threads at once).
 
 - ``SWITCH_SOONER``: the switch interval, how long a thread running Python keeps the lock

@@ -43,6 +43,7 @@ from tests.support import (
     LOOP_THREAD,
     LOOPBACK,
     CaptureCollector,
+    Decisions,
     ServiceThread,
     make_config,
     wait_until,
@@ -57,6 +58,8 @@ from tests.test_advisories_service import (
 )
 
 TOKENS = "advisories.tokens=tokA=acme,tokB=globex"
+# One run of the official mcp SDK, client and server processes (tests/fixtures/real-spans).
+REAL_SDK_RUN = Path(__file__).parent / "fixtures" / "real-spans" / "mcp2-native.otlp.bin"
 TOKEN_AUTH = "receivers.auth=token"
 EXPORT = f"/{SERVICE_NAME}/Export"
 NS = 1_000_000_000
@@ -254,6 +257,48 @@ def test_another_tenants_copy_of_a_span_neither_hides_nor_pairs_with_it() -> Non
         finally:
             acme.close()
             globex.close()
+
+
+def test_another_tenants_server_halves_never_pair_with_a_tenants_client_halves() -> None:
+    """The official mcp SDK's spans of one run (a capture): the client process's under
+    acme's token, then the server process's under globex's, same trace and parent ids, as
+    a sender that saw acme's trace context in its requests would send them. No call mixes
+    the two: acme's calls are its client spans alone, globex's its server spans alone."""
+    capture = ExportTraceServiceRequest.FromString(REAL_SDK_RUN.read_bytes())
+    by_process = {
+        next(a.value.string_value for a in r.resource.attributes if a.key == "service.name"): r
+        for r in capture.resource_spans
+    }
+    sent = {"tokA": by_process["capture-mcp2-native-client"]}
+    sent["tokB"] = by_process["capture-mcp2-native-server"]
+    span_ids = {  # of the tool calls' spans (not the listings', nor the turn's)
+        token: {
+            span.span_id
+            for scope in resource.scope_spans
+            for span in scope.spans
+            if "tools/call" in span.name
+        }
+        for token, resource in sent.items()
+    }
+    decisions = Decisions()
+    service = ServiceThread(
+        make_config(TOKENS, TOKEN_AUTH, "classify.pair_wait_s=0.2"), event_sinks=[decisions]
+    )
+    try:
+        for token, resource in sent.items():
+            request = ExportTraceServiceRequest(resource_spans=[resource])
+            raw_export(service.grpc_endpoint, request, (("authorization", f"Bearer {token}"),))
+        every_span = span_ids["tokA"] | span_ids["tokB"]
+        wait_until(lambda: every_span <= {i for d in decisions.all() for i in d.call.span_ids})
+        calls = 5  # the run's tool calls, each told once by each side alone
+        told = {"acme": set(), "globex": set()}
+        for decision in decisions.all():
+            told[decision.call.tenant].add(frozenset(decision.call.span_ids))
+        assert all(spans <= span_ids["tokA"] for spans in told["acme"])
+        assert all(spans <= span_ids["tokB"] for spans in told["globex"])
+        assert len(told["acme"]) == len(told["globex"]) == calls
+    finally:
+        service.stop()
 
 
 def test_with_span_tenant_match_a_resource_naming_another_tenant_is_not_read() -> None:
