@@ -48,6 +48,9 @@ from processor.request.release import let_go
 from processor.request.sparse import RequestSpans
 
 SERVICE_NAME_KEY = "service.name"  # OpenTelemetry resource semantic conventions
+# Read off the enums once, for the tests every MCP span meets: on Python 3.11 an enum
+# member read off its class costs some 60 ns, a module name 10.
+_CLIENT, _SERVER = Side.CLIENT, Side.SERVER
 
 
 class Classifier:
@@ -276,7 +279,7 @@ class Classifier:
         fresh: list[Reading] = []
         # Each span's key, made once: the seen spans are kept by it, and its layers find it.
         by_span: dict[tuple[str, bytes, bytes], Reading] = {}
-        seen, now, server = self._seen.add, self._now, Side.SERVER
+        seen, now, server = self._seen.add, self._now, _SERVER
         for reading in readings:
             span = reading.span
             key = (reading.tenant, span.trace_id, span.span_id)
@@ -300,7 +303,7 @@ class Classifier:
                 and parent.kind is reading.kind  # a listing in a listing is one listing too
                 # A server half nested in its client half (the request carried its
                 # context) is the other half of that call, here in the same request.
-                and (reading.side is not Side.SERVER or parent.side is Side.CLIENT)
+                and (reading.side is not _SERVER or parent.side is _CLIENT)
                 and same_names(parent.tool, reading.tool)
             ):
                 outer[id(reading)] = parent

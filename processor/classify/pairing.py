@@ -33,7 +33,11 @@ def more_informative(a: Verdict, b: Verdict) -> Verdict:
 
 
 PairKey = tuple[object, ...]
-_CLIENT, _SERVER = Side.CLIENT.value, Side.SERVER.value  # plain str, as the keys hold them
+# The sides as plain strings, as the keys hold them: a tuple of strings and bytes is one
+# the garbage collector stops tracking, where a Side in it would keep every key kept here
+# in its sight.
+_CLIENT_NAME, _SERVER_NAME = Side.CLIENT.value, Side.SERVER.value
+_SERVER = Side.SERVER  # read once: on Python 3.11 an enum member read off its class is slow
 
 
 @dataclass(slots=True)
@@ -97,9 +101,9 @@ def keys_of(reading: Reading) -> tuple[tuple[PairKey, ...], tuple[PairKey, ...]]
     """A span on no side of the wire (a harness's, a framework's) is on the client's: a
     server half whose request it sent (no SDK span recorded between) names it as parent."""
     span = reading.span
-    if reading.side is Side.SERVER:
-        return _pairing_keys(reading, Side.SERVER, span.parent_span_id)
-    return _pairing_keys(reading, Side.CLIENT, span.span_id)
+    if reading.side is _SERVER:
+        return _pairing_keys(reading, _SERVER_NAME, _CLIENT_NAME, span.parent_span_id)
+    return _pairing_keys(reading, _CLIENT_NAME, _SERVER_NAME, span.span_id)
 
 
 def group_keys(
@@ -119,19 +123,16 @@ def group_keys(
 
 
 def _pairing_keys(
-    reading: Reading, side: Side, link: bytes
+    reading: Reading, mine: str, other: str, link: bytes
 ) -> tuple[tuple[PairKey, ...], tuple[PairKey, ...]]:
-    """The keys under which this reading's half of its call is found, and those under
-    which its other half is.
+    """The keys under which this reading's half of its call is found (on side ``mine``),
+    and those under which its other half is (on side ``other``).
 
     Each key names the side it belongs to, so two client halves that happen to share a
     request id are never taken for a pair; and the tenant, so that a span sent under one
     tenant's credentials, with another's trace and span ids, neither completes nor is
     absorbed into that tenant's call.
     """
-    # The sides as plain strings: a tuple of strings and bytes is one the garbage collector
-    # stops tracking, where a Side in it would keep every key kept here in its sight.
-    mine, other = (_CLIENT, _SERVER) if side is Side.CLIENT else (_SERVER, _CLIENT)
     tenant, trace_id, request_id = reading.tenant, reading.span.trace_id, reading.request_id
     if request_id is None:
         if not link:

@@ -113,6 +113,9 @@ class Permit(enum.Enum):
     DENY = "deny"
 
 
+_ALLOW = Permit.ALLOW  # read once, as _CLOSED above: every call asks for a permit
+
+
 @dataclass(slots=True)
 class Circuit:
     key: CircuitKey
@@ -251,7 +254,7 @@ class CircuitMachine:
     def permit(self, circuit: Circuit, now_s: float) -> tuple[Permit, int | None]:
         """May a call go ahead now? A probe comes with a lease id, to be returned."""
         if circuit.state in _LETS_THROUGH:
-            return Permit.ALLOW, None
+            return _ALLOW, None
         if circuit.state is _HALF_OPEN and len(circuit.leases) < self.config.probe_permits:
             self._next_lease += 1
             circuit.leases[self._next_lease] = now_s + self.config.probe_lease_s
