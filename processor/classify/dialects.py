@@ -146,7 +146,7 @@ def read(span: SpanView, hidden_patterns: Sequence[re.Pattern[str]] = ()) -> Rea
 
 def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
     attrs = span.attributes
-    text = span.text
+    text = span.texts.get
     if span.name == HARNESS_LIST:
         counts = {
             k.removeprefix("mcp.tools."): v
@@ -223,7 +223,7 @@ def _semconv_shape(name: str, kind: int, scope: str, method: str) -> _Shape:
 
 def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -> Reading:
     attrs = span.attributes
-    text = span.text
+    text = span.texts.get
     name = span.name
     key = (name, span.kind, span.scope, method)
     shape = _SHAPES.get(key)
@@ -289,7 +289,7 @@ def _traceloop_call(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Read
         dialect=Dialect.TRACELOOP,
         side=_CLIENT,
         span=span,
-        tool=span.text("traceloop.entity.name")
+        tool=span.texts.get("traceloop.entity.name")
         or str(given.get("tool_name") or "")
         or span.name.removesuffix(TRACELOOP_TOOL_SUFFIX),
         arguments=given.get("arguments"),

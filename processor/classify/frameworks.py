@@ -84,7 +84,7 @@ def is_genai_tool(name: str, attributes: Any) -> bool:
 def genai(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
 
     attrs = span.attributes
-    text = span.text
+    text = span.texts.get
     raw_arguments = attrs.get(ARGUMENTS_KEY)
     raw_result = attrs.get(RESULT_KEY)
     if span.events and (raw_arguments is None or raw_result is None):
@@ -121,12 +121,12 @@ def openinference(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Readin
         dialect=Dialect.OPENINFERENCE,
         side=_UNSPECIFIED,
         span=span,
-        tool=span.text("tool.name") or span.name,
-        server=span.text("mcp.server.name"),
+        tool=span.texts.get("tool.name") or span.name,
+        server=span.texts.get("mcp.server.name"),
         arguments=given,
         has_arguments=given is not None,
         signals=_signals(span, result, patterns, wrapped_text=True),
-        session_id=span.text(OPENINFERENCE_SESSION_KEY),
+        session_id=span.texts.get(OPENINFERENCE_SESSION_KEY),
     )
 
 
@@ -141,8 +141,8 @@ def vercel(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
         dialect=Dialect.VERCEL_AI,
         side=_UNSPECIFIED,
         span=span,
-        tool=span.text("ai.toolCall.name") or "",
-        server=span.text("mcp.server.name"),
+        tool=span.texts.get("ai.toolCall.name") or "",
+        server=span.texts.get("mcp.server.name"),
         arguments=arguments,
         has_arguments=raw_arguments is not None and arguments is not None,
         signals=_signals(span, result, patterns),

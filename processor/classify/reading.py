@@ -67,7 +67,7 @@ def span_signals(
     # Spelled out rather than passed on as **kwargs: this runs for every call span.
     status_code = span.status_code
     return build_signals(
-        error_type=span.text("error.type"),
+        error_type=span.texts.get("error.type"),
         status_error=status_code == STATUS_CODE_ERROR,
         status_ok=status_code == STATUS_CODE_OK,
         status_message=span.status_message,

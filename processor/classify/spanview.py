@@ -22,6 +22,7 @@ MAX_ARRAY_ITEMS = 1024
 MAX_ATTRIBUTES = 1024
 MAX_EVENTS = 1024  # events of one span looked at for exceptions, likewise
 EXCEPTION_EVENT = "exception"
+_TEXTUAL = frozenset({str, int, float, bool})  # the values SpanView.texts holds, written out
 
 AttributeValue = str | int | float | bool | bytes | list[Any] | dict[str, Any] | None
 # The protobuf enum values, as module constants: read per MCP span.
@@ -46,6 +47,11 @@ class SpanView:
     start_ns: int
     end_ns: int
     attributes: Mapping[str, AttributeValue]
+    # The same attributes as text, as a name or an id is read: a string as it is, a number
+    # or a boolean written out, any other value (bytes, an array, a map) absent. Readers
+    # look up several keys of every MCP span, most of them absent: a dict's lookup, where a
+    # method of the view called per key cost several times as much.
+    texts: Mapping[str, str]
     exceptions: tuple[tuple[str, str], ...]
     resource: Mapping[str, AttributeValue]
     scope: str = ""  # the instrumentation scope's name: which library wrote the span
@@ -75,14 +81,6 @@ class SpanView:
     def is_server(self) -> bool:
         return self.kind == SPAN_KIND_SERVER
 
-    def text(self, key: str) -> str | None:
-        value = self.attributes.get(key)
-        if value.__class__ is str:  # the usual value, as it is (str() would return it)
-            return value
-        if value is None or isinstance(value, (dict, list, bytes)):
-            return None
-        return str(value)
-
 
 @dataclass(frozen=True, slots=True)
 class Wanted:
@@ -104,6 +102,7 @@ def view(
     events = span.events
     status = span.status
     attributes = span.attributes
+    found, texts = read_attributes_and_texts(attributes, wanted)
     # In field order, positionally: keyword arguments to a class cost three times as much
     # here (a dict is made of them on every call), and this runs for every MCP span.
     return SpanView(
@@ -116,7 +115,8 @@ def view(
         span.parent_span_id,
         span.start_time_unix_nano,
         span.end_time_unix_nano,
-        read_attributes(attributes, wanted),
+        found,
+        texts,
         _exceptions(events) if events else (),
         resource,
         scope,
@@ -146,28 +146,44 @@ def _exceptions(events: Any) -> tuple[tuple[str, str], ...]:
 
 
 def read_attributes(attributes: Any, wanted: Wanted | None = None) -> dict[str, AttributeValue]:
+    if wanted is None:
+        return {kv.key: _value(kv.value, 0) for kv in attributes[:MAX_ATTRIBUTES]}
+    return read_attributes_and_texts(attributes, wanted)[0]
+
+
+def read_attributes_and_texts(
+    attributes: Any, wanted: Wanted | None
+) -> tuple[dict[str, AttributeValue], dict[str, str]]:
+    """The wanted attributes (every one, with ``wanted`` None), and the same as text
+    (``SpanView.texts``)."""
     # Sliced whatever the count: a protobuf repeated field has no iterator of its own, so a
     # loop over it indexes it until IndexError (an exception per loop), where its slice is
     # a list made in C. Looping over the slice costs about a quarter less for an MCP span.
     first = attributes[:MAX_ATTRIBUTES]
     if wanted is None:
-        return {kv.key: _value(kv.value, 0) for kv in first}
+        every = {kv.key: _value(kv.value, 0) for kv in first}
+        return every, {k: str(v) for k, v in every.items() if v.__class__ in _TEXTUAL}
     # Decoding a value costs several times reading its key: only wanted values are decoded.
     # This loop runs for every attribute of every MCP span, where each Python call counts:
     # Wanted's test is spelled out, and a string, the usual value, is read in place (a
     # non-empty string_value can only be the oneof's string; anything else asks _value).
     keys, prefixes = wanted.keys, wanted.prefixes
     found: dict[str, AttributeValue] = {}
+    texts: dict[str, str] = {}
     for kv in first:
         key = kv.key
         if key in keys or key.startswith(prefixes):
             value = kv.value
             text = value.string_value
             if text:
-                found[key] = text[:MAX_STRING_CHARS] if len(text) > MAX_STRING_CHARS else text
+                if len(text) > MAX_STRING_CHARS:
+                    text = text[:MAX_STRING_CHARS]
+                found[key] = texts[key] = text
             else:
-                found[key] = _value(value, 0)
-    return found
+                decoded = found[key] = _value(value, 0)
+                if decoded.__class__ in _TEXTUAL:
+                    texts[key] = str(decoded)
+    return found, texts
 
 
 def _value(value: AnyValue, depth: int) -> AttributeValue:
