@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from mcp_breaker_client.shared.cheap_dataclasses import builder
 from mcp_breaker_client.shared.outcome import Signals, build_signals
-from mcp_breaker_client.shared.verdict import Outcome, Verdict
+from mcp_breaker_client.shared.verdict import UNKNOWN_VERDICT, Outcome, Verdict
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from processor.classify.events import (
@@ -41,7 +41,7 @@ CALL: dict[str, Any] = dict(
 
 
 def span_view(name: str = "tools/call x") -> SpanView:
-    return SpanView(name, Span.SPAN_KIND_CLIENT, 0, "", b"", b"", b"", 1, 2, {}, (), {})
+    return SpanView(name, Span.SPAN_KIND_CLIENT, 0, "", b"", b"", b"", 1, 2, {}, {}, (), {})
 
 
 def test_a_built_event_is_the_constructed_one() -> None:
@@ -65,7 +65,7 @@ def test_a_built_reading_is_the_constructed_one_with_fresh_defaults() -> None:
     other = build_reading(**fields, span=view)
     # A default factory is called per object, as the constructor calls it.
     assert built.counts == {} and built.counts is not other.counts
-    assert built.signals == Signals() and built.signals is not other.signals
+    assert built.verdict is UNKNOWN_VERDICT is other.verdict  # frozen: one for all
     assert build_signals(rpc_code=-1, answered=True) == Signals(rpc_code=-1, answered=True)
 
 

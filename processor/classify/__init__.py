@@ -1,7 +1,7 @@
 """Classification: MCP spans of any supported dialect to normalized events.
 
 spanview.py     a plain view of one protobuf span, read only for MCP-looking spans
-reading.py      what one span says of a call (Reading), and the span's outcome signals
+reading.py      what one span says of a call (Reading), and how it says the call ended
 dialects.py     one reader per instrumentation: span -> Reading
 frameworks.py   the agent frameworks' own tool spans
 listing.py      listing counts, checked

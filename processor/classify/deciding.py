@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 
 from cachetools import LRUCache
 from mcp_breaker_client.shared.conventions import server_prefix
-from mcp_breaker_client.shared.outcome import judge
 from mcp_breaker_client.shared.verdict import UNKNOWN_VERDICT, Verdict
 from opentelemetry.proto.trace.v1.trace_pb2 import SpanFlags
 
@@ -247,7 +246,7 @@ class CallDecider:
         server: Verdict | None = None
         for member in readings:
             self._learn_session(member)
-            said = judge(member.signals)
+            said = member.verdict
             if member.side is _SERVER:
                 server = said if server is None else more_informative(server, said)
             else:

@@ -13,7 +13,7 @@ from itertools import repeat
 from typing import Any
 
 from mcp_breaker_client.shared.conventions import ARGS_HASH_ATTRIBUTE, REFUSED_ATTRIBUTE
-from mcp_breaker_client.shared.outcome import as_int, build_signals
+from mcp_breaker_client.shared.outcome import as_int, build_signals, judge
 from mcp_breaker_client.shared.result import as_bool, loads, read_result
 
 from processor.classify import frameworks
@@ -28,7 +28,7 @@ from processor.classify.frameworks import (
     VERCEL_TOOL_CALL,
     is_genai_tool,
 )
-from processor.classify.reading import Kind, Reading, build_reading, span_signals
+from processor.classify.reading import Kind, Reading, build_reading, span_verdict
 from processor.classify.spanview import (
     SPAN_KIND_CLIENT,
     SPAN_KIND_SERVER,
@@ -177,18 +177,20 @@ def _harness(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
         arguments=arguments,
         has_arguments=raw_arguments is not None and arguments is not None,
         arguments_digest=text(ARGS_HASH_ATTRIBUTE),
-        signals=build_signals(
-            outcome_attribute=text("mcp.tool.outcome"),
-            failure_class_attribute=text("mcp.tool.failure_class"),
-            error_type=text("error.type"),
-            status_error=span.status_code == STATUS_CODE_ERROR,
-            status_message=text("mcp.tool.error") or span.status_message,
-            exceptions=span.exceptions,
-            hidden_patterns=patterns,
-            refused_by_advisory=attrs.get(REFUSED_ATTRIBUTE) is True,
-            is_error=result.is_error,
-            typed_failure=result.typed_failure,
-            result_text=result.text,
+        verdict=judge(
+            build_signals(
+                outcome_attribute=text("mcp.tool.outcome"),
+                failure_class_attribute=text("mcp.tool.failure_class"),
+                error_type=text("error.type"),
+                status_error=span.status_code == STATUS_CODE_ERROR,
+                status_message=text("mcp.tool.error") or span.status_message,
+                exceptions=span.exceptions,
+                hidden_patterns=patterns,
+                refused_by_advisory=attrs.get(REFUSED_ATTRIBUTE) is True,
+                is_error=result.is_error,
+                typed_failure=result.typed_failure,
+                result_text=result.text,
+            )
         ),
         request_id=text("jsonrpc.request.id"),
         session_id=text("mcp.session.id"),
@@ -262,7 +264,7 @@ def _semconv(span: SpanView, method: str, patterns: Sequence[re.Pattern[str]]) -
         server=server,
         arguments=arguments,
         has_arguments=raw_arguments is not None and arguments is not None,
-        signals=span_signals(
+        verdict=span_verdict(
             span,
             result,
             rpc_code=as_int(rpc_code),
@@ -294,7 +296,7 @@ def _traceloop_call(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Read
         or span.name.removesuffix(TRACELOOP_TOOL_SUFFIX),
         arguments=given.get("arguments"),
         has_arguments=has_arguments,
-        signals=span_signals(
+        verdict=span_verdict(
             span,
             read_result(output) if output else read_result(None),
             silence_means_ok=bool(output),
@@ -336,7 +338,7 @@ def _logfire(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading | N
         tool=str(params.get("name") or _tool_from_name(span.name, method)),
         arguments=params.get("arguments"),
         has_arguments="arguments" in params,
-        signals=span_signals(
+        verdict=span_verdict(
             span,
             read_result(response) if response else read_result(None),
             silence_means_ok=bool(response),

@@ -27,11 +27,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from mcp_breaker_client.shared.outcome import Signals
 from mcp_breaker_client.shared.result import ResultReading, loads, read_result
+from mcp_breaker_client.shared.verdict import Verdict
 
 from processor.classify.events import Dialect, Side
-from processor.classify.reading import Kind, Reading, build_reading, span_signals
+from processor.classify.reading import Kind, Reading, build_reading, span_verdict
 from processor.classify.spanview import AttributeValue, SpanView, event_attribute
 
 EXECUTE_TOOL = "execute_tool"  # gen_ai.operation.name, and the span name's first word
@@ -102,7 +102,7 @@ def genai(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
         server=text("mcp.server.name") or result.server,
         arguments=arguments,
         has_arguments=raw_arguments is not None and arguments is not None,
-        signals=_signals(span, result, patterns, wrapped_text=True),
+        verdict=_verdict(span, result, patterns, wrapped_text=True),
         request_id=None,
         # Strands writes a conversation as OpenInference does, from trace_attributes.
         session_id=text(CONVERSATION_KEY) or text(OPENINFERENCE_SESSION_KEY),
@@ -125,7 +125,7 @@ def openinference(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Readin
         server=span.texts.get("mcp.server.name"),
         arguments=given,
         has_arguments=given is not None,
-        signals=_signals(span, result, patterns, wrapped_text=True),
+        verdict=_verdict(span, result, patterns, wrapped_text=True),
         session_id=span.texts.get(OPENINFERENCE_SESSION_KEY),
     )
 
@@ -145,7 +145,7 @@ def vercel(span: SpanView, patterns: Sequence[re.Pattern[str]]) -> Reading:
         server=span.texts.get("mcp.server.name"),
         arguments=arguments,
         has_arguments=raw_arguments is not None and arguments is not None,
-        signals=_signals(span, result, patterns),
+        verdict=_verdict(span, result, patterns),
     )
 
 
@@ -194,13 +194,13 @@ def _openinference_result(output: AttributeValue) -> ResultReading:
     return read_result(output)
 
 
-def _signals(
+def _verdict(
     span: SpanView,
     result: ResultReading,
     patterns: Sequence[re.Pattern[str]],
     *,
     wrapped_text: bool = False,
-) -> Signals:
+) -> Verdict:
 
     if (
         wrapped_text
@@ -212,7 +212,7 @@ def _signals(
         result = ResultReading(True, result.text, result.typed_failure, result.server)
     # The conventions record failures (error.type, an ERROR status): a span that records
     # none ran its tool to an answer, which is then read for a hidden failure.
-    return span_signals(span, result, silence_means_ok=True, hidden_patterns=patterns)
+    return span_verdict(span, result, silence_means_ok=True, hidden_patterns=patterns)
 
 
 def _dialect(scope: str, default: Dialect) -> Dialect:

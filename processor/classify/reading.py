@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_breaker_client.shared.cheap_dataclasses import builder
-from mcp_breaker_client.shared.outcome import Signals, build_signals
+from mcp_breaker_client.shared.outcome import build_signals, judge, quiet_verdict
 from mcp_breaker_client.shared.result import ResultReading
+from mcp_breaker_client.shared.verdict import UNKNOWN_VERDICT, Verdict
 
 from processor.classify.events import Dialect, Side
 from processor.classify.spanview import (
@@ -39,7 +40,7 @@ class Reading:
     arguments: Any = None
     has_arguments: bool = False
     arguments_digest: str | None = None  # a harness's own hash of the arguments
-    signals: Signals = field(default_factory=Signals)
+    verdict: Verdict = UNKNOWN_VERDICT  # what the span says of how the call ended (judge)
     request_id: str | None = None
     session_id: str | None = None
     counts: dict[str, AttributeValue] = field(default_factory=dict)  # listing attributes
@@ -53,7 +54,7 @@ class Reading:
 build_reading = builder(Reading)  # one per MCP span: Reading(...) costs twice as much
 
 
-def span_signals(
+def span_verdict(
     span: SpanView,
     result: ResultReading,
     *,
@@ -61,22 +62,41 @@ def span_signals(
     silence_means_ok: bool = False,
     answered: bool = False,
     hidden_patterns: Sequence[re.Pattern[str]] = (),
-) -> Signals:
-    """The outcome signals every span carries (status, error.type, exception events), what
-    its recorded result says, plus what the dialect found in its own attributes."""
-    # Spelled out rather than passed on as **kwargs: this runs for every call span.
+) -> Verdict:
+    """How the span says its call ended (outcome.judge), from the outcome signals every
+    span carries (status, error.type, exception events), what its recorded result says, and
+    what the dialect found in its own attributes."""
     status_code = span.status_code
-    return build_signals(
-        error_type=span.texts.get("error.type"),
-        status_error=status_code == STATUS_CODE_ERROR,
-        status_ok=status_code == STATUS_CODE_OK,
-        status_message=span.status_message,
-        exceptions=span.exceptions,
-        rpc_code=rpc_code,
-        silence_means_ok=silence_means_ok,
-        answered=answered,
-        hidden_patterns=hidden_patterns,
-        is_error=result.is_error,
-        typed_failure=result.typed_failure,
-        result_text=result.text,
+    error_type = span.texts.get("error.type")
+    if (
+        error_type is None
+        and rpc_code is None
+        and status_code != STATUS_CODE_ERROR
+        and not span.status_message
+        and not span.exceptions
+        and result.is_error is not True
+        and result.typed_failure is None
+        and not result.text
+    ):
+        # Nothing to read a failure or a reason from, as most spans: judge's answer for
+        # such signals (outcome._quiet), without building them.
+        return quiet_verdict(
+            says_ok=result.is_error is False or status_code == STATUS_CODE_OK or silence_means_ok
+        )
+    # Spelled out rather than passed on as **kwargs: this runs for every call span.
+    return judge(
+        build_signals(
+            error_type=error_type,
+            status_error=status_code == STATUS_CODE_ERROR,
+            status_ok=status_code == STATUS_CODE_OK,
+            status_message=span.status_message,
+            exceptions=span.exceptions,
+            rpc_code=rpc_code,
+            silence_means_ok=silence_means_ok,
+            answered=answered,
+            hidden_patterns=hidden_patterns,
+            is_error=result.is_error,
+            typed_failure=result.typed_failure,
+            result_text=result.text,
+        )
     )

@@ -118,9 +118,9 @@ build_signals = builder(Signals)  # one per call span: Signals(...) costs twice 
 
 def judge(signals: Signals) -> Verdict:
     if _quiet(signals):
-        # Nothing to read a failure or a reason from: what follows would come to this.
-        says_ok = signals.is_error is False or signals.status_ok
-        return OK_VERDICT if says_ok or signals.silence_means_ok else UNKNOWN_VERDICT
+        return quiet_verdict(
+            says_ok=signals.is_error is False or signals.status_ok or signals.silence_means_ok
+        )
     texts = [signals.status_message, signals.result_text, signals.error_type or ""]
     if signals.exceptions:
         texts += [
@@ -163,6 +163,14 @@ def judge(signals: Signals) -> Verdict:
             return _verdict(Outcome.FAILED, FailureClass.HIDDEN, None, hidden, FailureOrigin.TOOL)
         return OK_VERDICT
     return UNKNOWN_VERDICT
+
+
+def quiet_verdict(*, says_ok: bool) -> Verdict:
+    """The verdict of signals with nothing to read a failure or a reason from (``_quiet``):
+    what the rest of ``judge`` would come to, without the phrase and word searches.
+    ``says_ok``: the result's isError is false, the status OK, or the side's silence
+    means ok."""
+    return OK_VERDICT if says_ok else UNKNOWN_VERDICT
 
 
 def _quiet(signals: Signals) -> bool:
