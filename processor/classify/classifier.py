@@ -32,7 +32,7 @@ from processor.classify.dialects import (
 from processor.classify.events import Event, Side
 from processor.classify.identity import encodable
 from processor.classify.pairing import PairingStats, SpanFate, same_names
-from processor.classify.reading import Reading
+from processor.classify.reading import Reading, SpanKey
 from processor.classify.recent import RecentKeys
 from processor.classify.spanview import (
     MAX_ATTRIBUTES,
@@ -154,8 +154,10 @@ class Classifier:
                     reading = read(span_view, patterns)
                     if reading is not None:
                         reading.tenant, reading.harness = tenant_name, harness
+                        span_id, trace_id = span_view.span_id, span_view.trace_id
+                        reading.key = (tenant_name, trace_id, span_id)
+                        reading.parent_key = (tenant_name, trace_id, span_view.parent_span_id)
                         self._cut_names(reading)
-                        span_id = span_view.span_id
                         if span_id in found:  # rare: see _unread_shadowed
                             self.shadowed.append(found[span_id])
                         found[span_id] = span
@@ -278,25 +280,23 @@ class Classifier:
         """
         fresh: list[Reading] = []
         # Each span's key, made once: the seen spans are kept by it, and its layers find it.
-        by_span: dict[tuple[str, bytes, bytes], Reading] = {}
+        by_span: dict[SpanKey, Reading] = {}
         seen, now, server = self._seen.add, self._now, _SERVER
         for reading in readings:
-            span = reading.span
-            key = (reading.tenant, span.trace_id, span.span_id)
+            key = reading.key
             if seen(key, now):
                 fresh.append(reading)
                 if reading.side is not server:
                     by_span[key] = reading
             else:
                 self.stats.duplicate_spans += 1
-                self.duplicates.append(span.span_id)
+                self.duplicates.append(reading.span.span_id)
         if len(fresh) < 2 or not by_span:
             yield from ((reading, ()) for reading in fresh)
             return
         outer: dict[int, Reading] = {}  # id(layer) -> the reading it is nested in
         for reading in fresh:
-            span = reading.span
-            parent = by_span.get((reading.tenant, span.trace_id, span.parent_span_id))
+            parent = by_span.get(reading.parent_key)
             if (
                 parent is not None
                 and parent is not reading

@@ -40,7 +40,7 @@ from processor.classify.pairing import (
     more_informative,
     same_names,
 )
-from processor.classify.reading import Kind, Reading
+from processor.classify.reading import Kind, Reading, SpanKey
 from processor.classify.recent import ExpiringKeys, ExpiringValues
 from processor.config import ClassifyConfig
 
@@ -80,9 +80,9 @@ class CallDecider:
         told = (self.config.max_seen_spans, self.config.seen_ttl_s)
         self._told_spans = ExpiringValues(*told)  # (tenant, trace, span) -> its tool
         self._told_parents = ExpiringValues(*told)  # (tenant, trace, parent) -> the tool
-        self._held_by_parent: dict[tuple[str, bytes, bytes], Pending] = {}
+        self._held_by_parent: dict[SpanKey, Pending] = {}
         # The client-side spans of held calls: a layer nested in one, arriving later, joins.
-        self._held_spans: dict[tuple[str, bytes, bytes], Pending] = {}
+        self._held_spans: dict[SpanKey, Pending] = {}
         # Session id -> server name, per tenant: one tenant's spans cannot name another's.
         self._sessions: LRUCache[tuple[str, str], str] = LRUCache(self.config.max_sessions)
         # Call spans of the request last classified whose call it did not decide: their own
@@ -153,10 +153,9 @@ class CallDecider:
             # (each span exported as it ends) and wait for their other half: this span
             # tells their call. (Mostly none is held: nothing to look up then.)
             if self._held_by_parent:
-                tenant, trace_id = reading.tenant, reading.span.trace_id
                 members = [reading, *layers]
                 for member in members:  # grows: a layer absorbed may hold one of its own
-                    for nested in self._absorb_nested(tenant, trace_id, member.span.span_id):
+                    for nested in self._absorb_nested(member.key):
                         verdict = more_informative(verdict, nested.verdict)
                         server_verdict = either_verdict(server_verdict, nested.server_verdict)
                         layers += (nested.reading, *nested.layers)
@@ -301,19 +300,17 @@ class CallDecider:
         reading = pending.reading
         if reading.side is _SERVER:
             return
-        tenant, span = reading.tenant, reading.span
-        if span.parent_span_id:
-            self._held_by_parent[(tenant, span.trace_id, span.parent_span_id)] = pending
+        if reading.span.parent_span_id:
+            self._held_by_parent[reading.parent_key] = pending
         for member in (reading, *pending.layers):
             if member.side is not _SERVER:
-                self._held_spans[(tenant, member.span.trace_id, member.span.span_id)] = pending
+                self._held_spans[member.key] = pending
 
     def _host(self, reading: Reading) -> Pending | None:
         """The held call whose client-side span is this span's parent, for the same tool."""
-        span = reading.span
-        if not span.parent_span_id or not self._held_spans:
+        if not reading.span.parent_span_id or not self._held_spans:
             return None
-        host = self._held_spans.get((reading.tenant, span.trace_id, span.parent_span_id))
+        host = self._held_spans.get(reading.parent_key)
         if host is None or id(host) not in self._held:
             return None
         return host if same_names(host.reading.tool, reading.tool) else None
@@ -329,11 +326,11 @@ class CallDecider:
                 return pending
         return None
 
-    def _absorb_nested(self, tenant: str, trace_id: bytes, span_id: bytes) -> list[Pending]:
-        """A call span arrived: a client half already held under it, from an earlier
-        request, is a layer of the same call; it is taken out of the held halves and given
-        to this span's call, its server half's keys with it."""
-        nested = self._held_by_parent.pop((tenant, trace_id, span_id), None)
+    def _absorb_nested(self, key: SpanKey) -> list[Pending]:
+        """A call span arrived (``key``, its key): a client half already held under it,
+        from an earlier request, is a layer of the same call; it is taken out of the held
+        halves and given to this span's call, its server half's keys with it."""
+        nested = self._held_by_parent.pop(key, None)
         if nested is None or id(nested) not in self._held:
             return []
         self.stats.nested_spans += 1
@@ -344,24 +341,24 @@ class CallDecider:
         """Whether a call already told names this span as its parent (a layer nested in
         it came first, decided) or as its child's parent (it is nested in a span told),
         for the same tool: a call made inside a tool of another name is a call of its own."""
-        span, tenant, now = reading.span, reading.tenant, self._now
-        if span.parent_span_id:
-            tool = self._told_spans.get((tenant, span.trace_id, span.parent_span_id), now)
+        now = self._now
+        if reading.span.parent_span_id:
+            tool = self._told_spans.get(reading.parent_key, now)
             if isinstance(tool, str) and same_names(tool, reading.tool):
                 return True
-        tool = self._told_parents.get((tenant, span.trace_id, span.span_id), now)
+        tool = self._told_parents.get(reading.key, now)
         return isinstance(tool, str) and same_names(reading.tool, tool)
 
     def _remember_told(self, group: Iterable[Reading]) -> None:
-        spans: list[tuple[tuple[str, bytes, bytes], str]] = []
-        parents: list[tuple[tuple[str, bytes, bytes], str]] = []
+        spans: list[tuple[SpanKey, str]] = []
+        parents: list[tuple[SpanKey, str]] = []
         for member in group:
             if member.side is _SERVER:
                 continue
-            span, tenant, tool = member.span, member.tenant, member.tool
-            spans.append(((tenant, span.trace_id, span.span_id), tool))
-            if span.parent_span_id:
-                parents.append(((tenant, span.trace_id, span.parent_span_id), tool))
+            tool = member.tool
+            spans.append((member.key, tool))
+            if member.span.parent_span_id:
+                parents.append((member.parent_key, tool))
         self._told_spans.set_all(spans, self._now)
         self._told_parents.set_all(parents, self._now)
 
@@ -374,13 +371,12 @@ class CallDecider:
         self.undecided.pop(reading.span.span_id, None)  # decided now, after all
         if reading.side is _SERVER:
             return
-        tenant, span = reading.tenant, reading.span
-        parent = (tenant, span.trace_id, span.parent_span_id)
+        parent = reading.parent_key
         if self._held_by_parent.get(parent) is pending:
             del self._held_by_parent[parent]
         held_spans = self._held_spans
         for member in (reading, *pending.layers):
-            key = (tenant, member.span.trace_id, member.span.span_id)
+            key = member.key
             if held_spans.get(key) is pending:
                 del held_spans[key]
 

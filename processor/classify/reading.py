@@ -23,6 +23,10 @@ from processor.classify.spanview import (
     SpanView,
 )
 
+SpanKey = tuple[str, bytes, bytes]
+"""A span as the classifier's memories keep it: its tenant, trace id and span id."""
+NO_KEY: SpanKey = ("", b"", b"")
+
 
 class Kind(enum.Enum):
     CALL = "call"
@@ -49,6 +53,11 @@ class Reading:
     # Every key it keeps is kept per tenant.
     tenant: str = ""
     harness: str = ""
+    # The span's key and its parent's (the same tenant and trace, the parent's span id), set
+    # with the tenant: made once per span, and the one tuple every memory that keeps the
+    # span holds (the spans seen, the calls told, the halves held).
+    key: SpanKey = NO_KEY
+    parent_key: SpanKey = NO_KEY
 
 
 build_reading = builder(Reading)  # one per MCP span: Reading(...) costs twice as much
