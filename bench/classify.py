@@ -20,6 +20,9 @@ and what is kept is as large as it gets, so that every map looked up is out of t
 caches and the garbage collector walks what each call leaves behind. Its share is given:
 the time of its collections, from ``gc.callbacks``. Every round counts (not the best of
 them, which would be one the collector skipped), each four times a fresh round's requests.
+And what the full stage keeps: the memory tracemalloc saw it take while it filled (every
+memory of spans, calls and sessions, the engines' turns and circuits, the metrics' series),
+in all and per MCP span remembered; traced only then, not while rounds are timed.
 
 Two in-process baselines in the same run: decoding and encoding the whole request
 (``parse+serialize``), and the naive hop's work (parse, add one attribute to each MCP
@@ -38,6 +41,7 @@ import dataclasses
 import gc
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -218,9 +222,20 @@ def steady(variant: str, rounds: int, requests: int, seen_spans: int) -> dict[st
     def batch() -> list[bytes]:
         return [fresh.render(templates[i % len(templates)]) for i in range(requests)]
 
+    # What the stage keeps once full, traced as it fills (and not while it is timed), after
+    # one request: what the first one builds once (caches, metric series) is not per span.
+    service.stage.from_protobuf(batch()[0])
+    gc.collect()
+    tracemalloc.start()
+    empty = tracemalloc.get_traced_memory()[0]
     while classifier.seen_spans < seen_spans:
         for payload in batch():
             service.stage.from_protobuf(payload)
+    gc.collect()
+    kept_bytes = tracemalloc.get_traced_memory()[0] - empty
+    tracemalloc.stop()
+    if kept_bytes <= 0:
+        raise SystemExit(f"{variant}/steady: the full memory traced {kept_bytes} bytes")
     # Every round added up, not the best: the collector's work comes every so many
     # requests, and the best round would be one it skipped.
     spent_ns = collector_ns = longest_ns = mcp_spans = 0
@@ -247,6 +262,8 @@ def steady(variant: str, rounds: int, requests: int, seen_spans: int) -> dict[st
         "steady_ns_per_mcp_span": spent_ns / mcp_spans,
         "steady_collector_share": collector_ns / spent_ns,
         "steady_longest_collection_ms": longest_ns / 1e6,
+        "kept_bytes_per_mcp_span": kept_bytes / classifier.seen_spans,
+        "kept_mib": kept_bytes / 2**20,
     }
 
 
@@ -305,6 +322,8 @@ def main() -> int:
         ("steady_over_fresh", "  steady / fresh (serve's stage row)", "{:.2f}"),
         ("steady_collector_share", "  of it, garbage collection", "{:.0%}"),
         ("steady_longest_collection_ms", "  the longest collection, ms", "{:.1f}"),
+        ("kept_mib", "what the full stage keeps, MiB", "{:,.1f}"),
+        ("kept_bytes_per_mcp_span", "  bytes per MCP span remembered", "{:,.0f}"),
     ]
     print(f"{'':44}" + "".join(f"{v:>18}" for v in VARIANTS))
     for key, label, form in labels:

@@ -35,7 +35,11 @@ def run_bench(script: str, args: list[str], timeout_s: float = 300) -> str:
 @pytest.mark.parametrize(
     ("script", "args", "expected"),
     [
-        ("classify.py", ["--rounds", "1", "--seen-spans", "20000"], "the longest collection, ms"),
+        (
+            "classify.py",
+            ["--rounds", "1", "--seen-spans", "20000"],
+            "bytes per MCP span remembered",
+        ),
         ("engines.py", ["--events", "500", "--rounds", "1"], "memory per tracked turn"),
         (
             "delivery.py",
